@@ -1,0 +1,3 @@
+from shockwave.cli import main
+
+main()

@@ -1,0 +1,139 @@
+"""The `shockwave` command: one entry point for traces, simulation and reports.
+
+Bad input raises InputError anywhere below; `main` turns it into one clear message on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from shockwave import __version__
+from shockwave.errors import InputError
+from shockwave.workload.generator import GeneratorParams, generate
+from shockwave.workload.profile import JobProfile, build_profile
+from shockwave.workload.summary import job_records, summarize
+from shockwave.workload.throughput import load_throughputs
+from shockwave.workload.trace import TraceError, TraceJob, read_trace, write_trace
+
+app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
+app.add_typer(trace_app, name="trace")
+
+out = Console()
+err = Console(stderr=True)
+
+ThroughputsOpt = Annotated[
+    Path | None,
+    typer.Option("--throughputs", help="Gavel/Shockwave throughput JSON; default: the built-in throughput model."),
+]
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"shockwave {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logging (repeatable).")] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")] = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
+
+
+def _floats(text: str, flag: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise InputError(f"{flag} expects comma-separated numbers, got {text!r}") from None
+
+
+@trace_app.command("generate")
+def trace_generate(
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Output file; default: the conventional "
+                                                "name (every knob in it) in the current folder.")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", help="Number of jobs.")] = 120,
+    min_hours: Annotated[float, typer.Option("--min-hours", help="Shortest candidate duration (hours).")] = 0.2,
+    max_hours: Annotated[float, typer.Option("--max-hours", help="Longest candidate duration (hours).")] = 5.0,
+    num_durations: Annotated[int, typer.Option("--num-durations", help="Evenly spaced candidate durations.")] = 100,
+    lam: Annotated[float, typer.Option("--lam", help="Mean inter-arrival time (seconds).")] = 40.0,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 25,
+    mode_mix: Annotated[str, typer.Option("--mode-mix", help="P(static),P(accordion),P(gns).")] = "0,0.5,0.5",
+    gpu_mix: Annotated[str, typer.Option("--gpu-mix", help="P(1),P(2),P(4),P(8) GPUs per job.")] = "0.6,0.3,0.09,0.01",
+    throughputs: ThroughputsOpt = None,
+) -> None:
+    """Generate a synthetic trace (the reference generator's sampling, so released traces regenerate exactly)."""
+    params = GeneratorParams(
+        jobs=jobs, min_hours=min_hours, max_hours=max_hours, num_durations=num_durations, lam=lam, seed=seed,
+        mode_mix=_floats(mode_mix, "--mode-mix"), gpu_mix=_floats(gpu_mix, "--gpu-mix"),  # type: ignore[arg-type]
+    )
+    tm = load_throughputs(throughputs)
+    path = output or Path(params.file_name())
+    trace = generate(params, tm)
+    try:
+        write_trace(trace, path)
+    except OSError as exc:
+        raise InputError(f"cannot write trace: {exc.strerror}", path=path) from None
+    err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {tm.name})")
+
+
+def _load(trace: Path, throughputs: Path | None) -> tuple[list[TraceJob], list[JobProfile]]:
+    tm = load_throughputs(throughputs)
+    jobs = read_trace(trace, tm)
+    return jobs, [build_profile(job, tm) for job in jobs]
+
+
+@trace_app.command("check")
+def trace_check(
+    trace: Annotated[Path, typer.Argument(help="Trace file to validate and summarise.")],
+    throughputs: ThroughputsOpt = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="Cluster size for the work lower bound.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")] = False,
+) -> None:
+    """Validate a trace; print every problem (exit 2) or a summary with makespan lower bounds."""
+    jobs, profiles = _load(trace, throughputs)
+    summary = summarize(jobs, profiles, gpus)
+    if as_json:
+        print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary}, indent=1))
+        return
+    from shockwave.report import print_trace_summary
+
+    print_trace_summary(out, trace, summary)
+
+
+@app.command("demo")
+def demo(
+    output_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("demo-out"),
+) -> None:
+    """Generate a default trace with the built-in throughput model and summarise it."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    params = GeneratorParams()
+    path = output_dir / params.file_name()
+    tm = load_throughputs(None)
+    write_trace(generate(params, tm), path)
+    out.print(f"generated {path} with the built-in throughput model")
+    trace_check(path, None, 32, False)
+
+
+def main() -> None:
+    try:
+        app()
+    except TraceError as exc:
+        for problem in exc.problems:
+            err.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except InputError as exc:
+        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)

@@ -1,0 +1,31 @@
+"""One error type for bad user input, so the CLI can report it uniformly and exit non-zero."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class InputError(Exception):
+    """Bad input: names the file, line and field so the user can fix it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str | Path | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ) -> None:
+        self.path = str(path) if path is not None else None
+        self.line = line
+        self.field = field
+        self.reason = message
+        where = ""
+        if self.path is not None:
+            where = self.path
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        if field is not None:
+            where += f"field '{field}': "
+        super().__init__(where + message)

@@ -1,0 +1,128 @@
+"""Synthetic traces with the sampling procedure of the reference generator (spec §1.4).
+
+Separate random streams per decision keep each knob's draws independent of the others, and reproduce the released
+traces exactly: Python `random.Random` seeded seed (template), seed+1 (inter-arrival), seed+2 (duration bucket),
+seed+3 (gang size), seed+4 (mode), and NumPy's legacy `RandomState(seed)` for the duration within its bucket.
+Bucket probabilities (0.72, 0.2, 0.05, 0.03) over the candidate-duration quantiles (0.2, 0.5, 0.9) follow the
+reference's Pollux-like job-size mix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from shockwave.errors import InputError
+from shockwave.workload.catalog import MODES, generator_templates
+from shockwave.workload.throughput import ThroughputModel, UnknownThroughput
+from shockwave.workload.trace import TraceJob
+
+GANG_SIZES = (1, 2, 4, 8)
+BUCKET_PROBABILITIES = (0.72, 0.2, 0.05, 0.03)
+BUCKET_QUANTILES = (0.2, 0.5, 0.9)
+SHORT_ACCORDION_S = 1000  # accordion jobs shorter than this become static (they would adapt into tiny jobs)
+
+
+@dataclass(frozen=True)
+class GeneratorParams:
+    jobs: int = 120
+    min_hours: float = 0.2
+    max_hours: float = 5.0
+    num_durations: int = 100
+    lam: float = 40.0
+    seed: int = 25
+    mode_mix: tuple[float, float, float] = (0.0, 0.5, 0.5)
+    gpu_mix: tuple[float, float, float, float] = (0.6, 0.3, 0.09, 0.01)
+
+    def validate(self) -> None:
+        if self.jobs < 1:
+            raise InputError(f"--jobs must be >= 1, got {self.jobs}")
+        if not 0 < self.min_hours <= self.max_hours or not math.isfinite(self.max_hours):
+            raise InputError(f"need 0 < --min-hours <= --max-hours, got {self.min_hours} and {self.max_hours}")
+        if not math.isfinite(self.lam) or self.lam < 0:
+            raise InputError(f"--lam (mean inter-arrival seconds) must be >= 0, got {self.lam}")
+        for flag, mix, size in (("--mode-mix", self.mode_mix, 3), ("--gpu-mix", self.gpu_mix, 4)):
+            if len(mix) != size or any(not math.isfinite(p) or p < 0 for p in mix) or abs(sum(mix) - 1) > 1e-3:
+                raise InputError(f"{flag} needs {size} non-negative probabilities summing to 1, got {mix}")
+        if any(not bucket for bucket in self._buckets()):
+            raise InputError(f"--num-durations {self.num_durations} is too small: every duration bucket needs a "
+                             "candidate (use at least 5)")
+
+    def _buckets(self) -> list[range]:
+        n = self.num_durations
+        cuts = [0, *(round(n * q) for q in BUCKET_QUANTILES), n]
+        return [range(lo, hi) for lo, hi in itertools.pairwise(cuts)]
+
+    def file_name(self) -> str:
+        """The reference naming convention: every knob that shaped the trace is in its name."""
+        mix = ",".join(f"{p:g}" for p in self.mode_mix)
+        gpus = ",".join(f"{p:g}" for p in self.gpu_mix)
+        return (f"{self.jobs}_{self.min_hours:g}_{self.max_hours:g}_{self.num_durations}_{self.lam:g}_{self.seed}"
+                f"_{mix}_{gpus}_multigpu_dynamic.trace")
+
+
+def _pick(u: float, cumulative: list[float], inclusive: bool) -> int:
+    """Index of the first cumulative bound above u (at or above, when `inclusive`)."""
+    for i, bound in enumerate(cumulative):
+        if (u <= bound) if inclusive else (u < bound):
+            return i
+    return len(cumulative)
+
+
+def _cumulative(mix: tuple[float, ...]) -> list[float]:
+    return [sum(mix[: i + 1]) for i in range(len(mix) - 1)]
+
+
+def generate(params: GeneratorParams, throughputs: ThroughputModel) -> list[TraceJob]:
+    params.validate()
+    template_rng = random.Random(params.seed)
+    arrival_rng = random.Random(params.seed + 1)
+    bucket_rng = random.Random(params.seed + 2)
+    gang_rng = random.Random(params.seed + 3)
+    mode_rng = random.Random(params.seed + 4)
+    value_rng = np.random.RandomState(params.seed)
+
+    templates = generator_templates()
+    candidates = np.linspace(params.min_hours, params.max_hours, params.num_durations)
+    buckets = params._buckets()
+    gang_bounds, mode_bounds, bucket_bounds = (
+        _cumulative(params.gpu_mix), _cumulative(params.mode_mix), _cumulative(BUCKET_PROBABILITIES))
+
+    jobs: list[TraceJob] = []
+    arrival = 0.0
+    for index in range(params.jobs):
+        template = template_rng.choice(templates)
+        fam, bs = template.family, template.batch_size
+        gang = GANG_SIZES[_pick(gang_rng.uniform(0, 1), gang_bounds, inclusive=True)] if fam.distributable else 1
+        bucket = buckets[_pick(bucket_rng.uniform(0, 1), bucket_bounds, inclusive=False)]
+        duration = round(3600 * value_rng.choice(candidates[bucket.start : bucket.stop]))
+        mode = MODES[_pick(mode_rng.uniform(0, 1), mode_bounds, inclusive=False)]
+        if mode == "accordion" and duration < SHORT_ACCORDION_S:
+            mode = "static"
+        try:
+            rate = throughputs.throughput(fam.name, bs, gang)
+        except UnknownThroughput as exc:
+            raise InputError(f"cannot generate job {index}: {exc}") from None
+        if index > 0 and params.lam > 0:
+            arrival += -math.log(1.0 - arrival_rng.random()) * params.lam
+        jobs.append(
+            TraceJob(
+                job_type=fam.job_type(bs),
+                command=fam.launch_command(bs),
+                working_directory=fam.working_directory,
+                num_steps_arg=fam.num_steps_arg,
+                needs_data_dir=True,
+                total_steps=int(duration * rate),
+                scale_factor=gang,
+                mode=mode,
+                priority_weight=1.0,
+                slo=-1.0,
+                duration=int(duration),
+                arrival=float(int(arrival)),
+            )
+        )
+    return jobs

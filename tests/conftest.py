@@ -1,0 +1,42 @@
+"""Shared fixtures. Tests that read ../shared/reference fail under CI=true when it is missing, else skip."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+CANONICAL_TRACE = "120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace"
+
+
+def require_reference(*parts: str) -> Path:
+    """Path inside ../shared/reference; missing data fails in CI and skips elsewhere."""
+    path = REFERENCE.joinpath(*parts)
+    if not path.exists():
+        message = f"reference data {path} is missing (clone ../shared beside the project)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message, allow_module_level=True)
+    return path
+
+
+@pytest.fixture
+def reference() -> Path:
+    return require_reference()
+
+
+@pytest.fixture
+def tacc_path() -> Path:
+    return require_reference("throughputs", "tacc_throughputs.json")
+
+
+@pytest.fixture
+def wisr_path() -> Path:
+    return require_reference("throughputs", "wisr_throughputs.json")
+
+
+@pytest.fixture
+def canonical_trace() -> Path:
+    return require_reference("traces", CANONICAL_TRACE)
