@@ -8,8 +8,6 @@ multi-stage schedule falls back to the initial batch size, a quirk kept here bec
 
 from __future__ import annotations
 
-import itertools
-
 from shockwave.workload.catalog import ModelFamily
 
 
@@ -25,18 +23,19 @@ def accordion_profile(family: ModelFamily, initial_bs: int, epochs: int) -> list
     ]
 
 
-def gns_profile(family: ModelFamily, initial_bs: int, scale_factor: int, epochs: int) -> list[int]:
+def gns_batch_size(family: ModelFamily, initial_bs: int, scale_factor: int, epoch: int, epochs: int) -> int:
+    """Planned batch size of `epoch` in a GNS schedule of `epochs` epochs."""
     switches = family.gns_switch_epochs.get((initial_bs, scale_factor), ())
-    schedule = [initial_bs] * epochs
-    if not switches or epochs <= switches[0]:
-        return schedule
-    bounds = (*switches, epochs)
-    for stage, (start, end) in enumerate(itertools.pairwise(bounds), start=1):
-        # Later stages never touch the final epoch: the reference's quirk (spec §1.5a).
-        stop = min(end, epochs) if stage == 1 else min(end, epochs - 1)
-        for e in range(start, stop):
-            schedule[e] = min(initial_bs * 2**stage, family.max_batch_size)
-    return schedule
+    if not switches or epochs <= switches[0] or epoch < switches[0]:
+        return initial_bs
+    stage = sum(epoch >= start for start in switches)
+    if stage > 1 and epoch == epochs - 1:
+        return initial_bs  # later stages never reach the final epoch: the reference's quirk (spec §1.5a)
+    return min(initial_bs * 2**stage, family.max_batch_size)
+
+
+def gns_profile(family: ModelFamily, initial_bs: int, scale_factor: int, epochs: int) -> list[int]:
+    return [gns_batch_size(family, initial_bs, scale_factor, e, epochs) for e in range(epochs)]
 
 
 def profile_batch_sizes(family: ModelFamily, mode: str, initial_bs: int, scale_factor: int, epochs: int) -> list[int]:

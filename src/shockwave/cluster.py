@@ -1,0 +1,30 @@
+"""The cluster a policy schedules onto: homogeneous GPUs grouped into servers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shockwave.errors import InputError
+from shockwave.workload.throughput import DEFAULT_GPU_TYPE
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    gpus: int
+    gpus_per_server: int = 1
+    gpu_type: str = DEFAULT_GPU_TYPE
+
+    def __post_init__(self) -> None:
+        if self.gpus < 1:
+            raise InputError(f"--gpus must be >= 1, got {self.gpus}")
+        if self.gpus_per_server < 1 or self.gpus % self.gpus_per_server:
+            raise InputError(
+                f"--gpus-per-server must be >= 1 and divide --gpus ({self.gpus}), got {self.gpus_per_server}"
+            )
+
+    @property
+    def servers(self) -> int:
+        return self.gpus // self.gpus_per_server
+
+    def server_of(self, gpu: int) -> int:
+        return gpu // self.gpus_per_server

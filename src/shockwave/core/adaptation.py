@@ -1,0 +1,34 @@
+"""When a running adaptive job asks for a new batch size (spec §1.5b), evaluated at every round boundary.
+
+The reference's run-time Accordion rule differs from its profile (no "first 30% of epochs" rule, no extra
+Recommendation windows); `profile_rule=True` instead asks for whatever the profile plans for the epoch in progress.
+GNS doubles the batch size one epoch ahead of each planned switch.
+"""
+
+from __future__ import annotations
+
+from shockwave.core.state import JobState
+from shockwave.workload.adaptation import gns_batch_size
+
+GNS_LOOKAHEAD_EPOCHS = 760  # length of the switch table the reference consults; longer than any job
+
+
+def requested_batch_size(job: JobState, *, profile_rule: bool) -> int | None:
+    fam, bs, bs0 = job.family, job.batch_size, job.initial_batch_size
+    if job.spec.mode == "gns":
+        epoch = job.epochs_started
+        horizon = max(GNS_LOOKAHEAD_EPOCHS, epoch + 2)
+        planned = max(gns_batch_size(fam, bs0, job.scale_factor, e, horizon) for e in (epoch, epoch + 1))
+        return 2 * bs if planned > bs and bs != fam.max_batch_size else None
+    if job.spec.mode != "accordion" or fam.accordion is None:
+        return None
+    if profile_rule:
+        plan = job.profile.batch_sizes
+        wanted = plan[min(job.epochs_completed, len(plan) - 1)]
+        return wanted if wanted != bs else None
+    critical = fam.accordion.is_critical(job.epochs_started, bs0, with_profile_windows=False)
+    if bs == bs0 and not critical and bs != fam.max_batch_size:
+        return fam.max_batch_size
+    if bs != bs0 and critical and bs != fam.min_batch_size:
+        return bs0
+    return None

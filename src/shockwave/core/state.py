@@ -1,0 +1,91 @@
+"""What the scheduler knows about each job, shared by the simulator and the runtime.
+
+Progress is counted in steps (global minibatches) at the job's *current* batch size; a batch-size change rescales
+both the total and the progress so the job's epoch count is preserved (spec §1.5b).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from shockwave.workload.catalog import ModelFamily, family
+from shockwave.workload.profile import JobProfile
+from shockwave.workload.trace import TraceJob
+
+
+@dataclass
+class JobState:
+    id: int
+    spec: TraceJob
+    family: ModelFamily
+    profile: JobProfile
+    throughput: float
+    batch_size: int
+    total_steps: int
+    steps_done: int = 0
+    pending_batch_size: int | None = None
+    batch_size_changes: int = 0
+    rounds_run: int = 0
+    rounds_waited: int = 0
+    run_time_s: float = 0.0
+    failures: int = 0
+    last_finish_s: float | None = None
+    finish_s: float | None = None
+    gpus: tuple[int, ...] = ()
+    throughput_log: list[tuple[int, float, int]] = field(default_factory=list)
+    """(round index, measured steps/s, batch size) per executed round: what a predictor can learn from."""
+
+    @classmethod
+    def admit(cls, job_id: int, spec: TraceJob, profile: JobProfile, throughput: float) -> JobState:
+        return cls(id=job_id, spec=spec, family=family(spec.model), profile=profile, throughput=throughput,
+                   batch_size=spec.batch_size, total_steps=spec.total_steps)
+
+    @property
+    def arrival_s(self) -> float:
+        return self.spec.arrival
+
+    @property
+    def scale_factor(self) -> int:
+        return self.spec.scale_factor
+
+    @property
+    def initial_batch_size(self) -> int:
+        return self.spec.batch_size
+
+    @property
+    def remaining_steps(self) -> int:
+        return self.total_steps - self.steps_done
+
+    @property
+    def iterations_per_epoch(self) -> int:
+        return self.family.iterations_per_epoch(self.batch_size)
+
+    @property
+    def epochs_started(self) -> int:
+        return math.ceil(self.steps_done / self.iterations_per_epoch)
+
+    @property
+    def epochs_completed(self) -> int:
+        return self.steps_done // self.iterations_per_epoch
+
+
+def rescale_to_batch_size(job: JobState, new_bs: int, *, round_up_progress: bool) -> None:
+    """Switch a job's batch size keeping its epoch count (spec §1.5b step 3-4).
+
+    The reference rounds a partially done epoch up (free progress, spec §9 item 9); `round_up_progress=False`
+    converts progress exactly instead (the `corrected` mechanics).
+    """
+    old_ipe = job.iterations_per_epoch
+    new_ipe = job.family.iterations_per_epoch(new_bs)
+    epochs = math.ceil(job.total_steps / old_ipe)
+    new_total = math.ceil(job.total_steps * (1 / (new_bs / job.batch_size)))
+    if math.ceil(new_total / new_ipe) != epochs:
+        new_total = new_ipe * epochs
+    if round_up_progress:
+        new_done = math.ceil(job.steps_done / old_ipe) * new_ipe
+    else:
+        done_epochs, partial = divmod(job.steps_done, old_ipe)
+        new_done = done_epochs * new_ipe + math.floor(partial / old_ipe * new_ipe)
+    job.total_steps, job.steps_done, job.batch_size = new_total, new_done, new_bs
+    job.batch_size_changes += 1

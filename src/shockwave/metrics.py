@@ -1,0 +1,63 @@
+"""Run metrics of spec §6, computed the same way for the simulator and the runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+UNFAIR_RHO = 1.05  # a job is "unfairly treated" above this finish-time-fairness ratio (reference aggregation)
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    id: int
+    arrival_s: float
+    finish_s: float
+    t_isolated_s: float
+    batch_size_changes: int
+
+    @property
+    def jct_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+
+def finish_time_fairness(job: JobOutcome, num_jobs: int, gpus: int) -> float:
+    """rho = JCT / (T_iso x max(1, N/G)): the static contention factor N/G stands in for a fair share."""
+    return job.jct_s / (job.t_isolated_s * max(1.0, num_jobs / gpus))
+
+
+def summarize_run(
+    outcomes: list[JobOutcome],
+    *,
+    gpus: int,
+    makespan_s: float,
+    gpu_busy_s: list[float],
+    num_rounds: int,
+    makespan_lower_bound_s: float,
+) -> dict[str, Any]:
+    n = len(outcomes)
+    rhos = [finish_time_fairness(o, n, gpus) for o in outcomes]
+    jcts = [o.jct_s for o in outcomes]
+    return {
+        "makespan_s": makespan_s,
+        "avg_jct_s": float(np.mean(jcts)) if n else 0.0,
+        "worst_ftf": max(rhos, default=0.0),
+        "unfair_fraction": sum(r > UNFAIR_RHO for r in rhos) / n if n else 0.0,
+        "utilization": sum(gpu_busy_s) / (len(gpu_busy_s) * makespan_s) if makespan_s > 0 else 0.0,
+        "num_rounds": num_rounds,
+        "makespan_lower_bound_s": makespan_lower_bound_s,
+        "jobs": [
+            {
+                "id": o.id,
+                "arrival_s": o.arrival_s,
+                "finish_s": o.finish_s,
+                "jct_s": o.jct_s,
+                "t_isolated_s": o.t_isolated_s,
+                "ftf": rho,
+                "batch_size_changes": o.batch_size_changes,
+            }
+            for o, rho in zip(outcomes, rhos, strict=True)
+        ],
+    }

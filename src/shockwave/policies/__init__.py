@@ -1,0 +1,1 @@
+"""Scheduling policies: one short module per policy, found by name through `registry`."""

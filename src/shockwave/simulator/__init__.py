@@ -1,0 +1,1 @@
+"""Trace-driven simulation: the scheduling core on a simulated clock."""

@@ -1,0 +1,238 @@
+"""The simulated clock: rounds of modelled execution around the shared scheduling core.
+
+Time moves in exactly one place (`_advance_clock`): to the end of the round that just ran (its last job's finish),
+or, when nothing ran, to the next arrival. Each boundary then: settle the finished round, let adaptive jobs ask for
+new batch sizes, admit arrivals, ask the policy for the next round and launch it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from shockwave.cluster import ClusterSpec
+from shockwave.core.adaptation import requested_batch_size
+from shockwave.core.placement import place
+from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.state import JobState, rescale_to_batch_size
+from shockwave.metrics import JobOutcome, summarize_run
+from shockwave.simulator.mechanics import Mechanics
+from shockwave.workload.profile import JobProfile
+from shockwave.workload.summary import makespan_lower_bound
+from shockwave.workload.throughput import ThroughputModel, UnknownThroughput
+from shockwave.workload.trace import TraceJob
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Launch:
+    job: JobState
+    steps: int
+    finish: float
+    gpus: tuple[int, ...]
+
+
+@dataclass
+class RoundRecord:
+    round: int
+    time_s: float
+    running_jobs: int
+    busy_gpus: int
+
+
+@dataclass
+class SimulationResult:
+    summary: dict[str, Any]
+    rounds: list[RoundRecord] = field(default_factory=list)
+
+
+class SimulationError(RuntimeError):
+    """The simulation cannot go on (for example a policy that never places a waiting job)."""
+
+
+class Simulator:
+    def __init__(
+        self,
+        jobs: list[TraceJob],
+        profiles: list[JobProfile],
+        throughputs: ThroughputModel,
+        cluster: ClusterSpec,
+        policy: Policy,
+        mechanics: Mechanics,
+        progress: Callable[[float, int, int], None] | None = None,
+    ) -> None:
+        self.specs, self.profiles = jobs, profiles
+        self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
+        self.progress = progress
+        self.view = SchedulerView(now=jobs[0].arrival if jobs else 0.0, round_index=0,
+                                  round_seconds=mechanics.round_seconds, cluster=cluster, jobs={},
+                                  throughputs=throughputs, num_jobs_in_trace=0)
+        self.queue = deque(range(len(jobs)))
+        self.finished: dict[int, JobState] = {}
+        self.running: list[Launch] = []
+        self.placements: list[dict[int, tuple[int, ...]]] = []
+        self.gpu_busy = [0.0] * cluster.gpus
+        self.round_start = 0.0
+        self.round_end: float | None = None
+        self.records: list[RoundRecord] = []
+
+    # -- the clock -------------------------------------------------------------------------------------------------
+    def _advance_clock(self) -> None:
+        latest = max((launch.finish for launch in self.running), default=0.0)
+        if latest > 0:
+            if self.round_end is not None:
+                self.round_start = self.round_end
+            self.round_end = latest
+            self.view.now = latest
+        elif self.queue:
+            self.view.now = self.specs[self.queue[0]].arrival
+        else:
+            # Nothing ran and nothing will arrive: let a round of time pass so throttled policies can react.
+            self.view.now += self.mechanics.round_seconds
+        if latest <= 0 and not self.mechanics.stop_when_cluster_empty:
+            self.round_start = self.round_end = self.view.now  # no stale round start after an idle gap
+
+    # -- settling a finished round ---------------------------------------------------------------------------------
+    def _settle(self, launch: Launch, previous: dict[int, tuple[int, ...]] | None) -> None:
+        job, m = launch.job, self.mechanics
+        exec_s = launch.finish - self.round_start
+        factor = 1.0
+        if previous is not None and job.id not in previous and exec_s != 0 and exec_s > m.round_seconds - (
+            m.restart_cost_margin_s
+        ):
+            factor = (exec_s - m.restart_cost_s) / exec_s
+            exec_s -= m.restart_cost_s
+        steps = int(launch.steps * factor)
+        job.last_finish_s = launch.finish
+        job.run_time_s += exec_s
+        per_gpu_min = steps // job.scale_factor if job.scale_factor > 1 else steps
+        completed = False
+        if exec_s <= 0 and per_gpu_min <= 0:
+            job.failures += 1
+            self.policy.round_failed(self.view, job)
+            completed = job.failures >= m.max_failed_rounds
+            if completed:
+                log.warning("job %d made no progress in %d rounds; giving up on it", job.id, job.failures)
+        else:
+            job.failures = 0
+            job.steps_done += steps
+            job.rounds_run += 1
+            job.throughput_log.append((self.view.round_index, steps / exec_s if exec_s > 0 else 0.0, job.batch_size))
+            over_deadline = m.deadline_factor is not None and job.run_time_s > int(
+                int(job.profile.t_isolated) * m.deadline_factor
+            )
+            completed = job.remaining_steps <= 0 or over_deadline
+            self.policy.round_executed(self.view, job, exec_s)
+            for gpu in launch.gpus:
+                self.gpu_busy[gpu] += exec_s
+        if job.pending_batch_size is not None:
+            self._switch_batch_size(job)
+        if completed:
+            self._remove(job)
+
+    def _switch_batch_size(self, job: JobState) -> None:
+        new_bs, job.pending_batch_size = job.pending_batch_size, None
+        if new_bs is None or job.initial_batch_size == job.family.max_batch_size:
+            return
+        try:
+            job.throughput = self.throughputs.throughput(job.family.name, new_bs, job.scale_factor,
+                                                         self.cluster.gpu_type)
+        except UnknownThroughput:
+            return  # the reference ignores switches to batch sizes it has no throughput for
+        rescale_to_batch_size(job, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
+
+    def _remove(self, job: JobState) -> None:
+        job.finish_s = job.last_finish_s
+        del self.view.jobs[job.id]
+        self.finished[job.id] = job
+        self.policy.job_removed(self.view, job)
+
+    # -- a round boundary --------------------------------------------------------------------------------------------
+    def _admit_arrivals(self) -> None:
+        while self.queue and self.specs[self.queue[0]].arrival <= self.view.now:
+            index = self.queue.popleft()
+            spec, profile = self.specs[index], self.profiles[index]
+            rate = self.throughputs.throughput(spec.model, spec.batch_size, spec.scale_factor, self.cluster.gpu_type)
+            job = JobState.admit(index, spec, profile, rate)
+            self.view.jobs[index] = job
+            self.view.num_jobs_in_trace += 1
+            self.policy.job_added(self.view, job)
+
+    def _request_batch_sizes(self) -> None:
+        for job in self.view.jobs.values():
+            wanted = requested_batch_size(job, profile_rule=self.mechanics.accordion_profile_rule)
+            if wanted is not None:
+                job.pending_batch_size = wanted
+                if self.mechanics.switch_delay_rounds == 0:
+                    self._switch_batch_size(job)
+
+    def _launch(self) -> None:
+        chosen = self.policy.plan(self.view)
+        jobs = self.view.jobs
+        previous = self.placements[-1] if self.placements else {}
+        placement = place([(j, jobs[j].scale_factor) for j in chosen], previous, self.cluster,
+                          consolidate=self.cluster.gpus_per_server > 1 and self.mechanics.name != "reference")
+        self.placements.append(placement)
+        now, length = self.view.now, self.mechanics.round_seconds
+        self.running = []
+        for job_id, gpus in placement.items():
+            job = jobs[job_id]
+            steps = min(int(job.throughput * length), job.remaining_steps)
+            finish = max(now, now + steps / job.throughput)
+            job.gpus = gpus
+            self.running.append(Launch(job, steps, finish, gpus))
+        for job in jobs.values():
+            if job.id not in placement:
+                job.rounds_waited += 1
+        self.records.append(RoundRecord(self.view.round_index, now, len(placement),
+                                        sum(len(g) for g in placement.values())))
+        self.view.round_index += 1
+
+    def run(self) -> SimulationResult:
+        started = time.perf_counter()
+        total = len(self.specs)
+        while len(self.finished) < total:
+            self._advance_clock()
+            previous = self.placements[-2] if len(self.placements) >= 2 else None
+            for launch in sorted(self.running, key=lambda launch: (-launch.finish, launch.job.id)):
+                self._settle(launch, previous)
+            self.running = []
+            self._request_batch_sizes()
+            self._admit_arrivals()
+            if not self.view.jobs:
+                if self.mechanics.stop_when_cluster_empty or not self.queue:
+                    break
+                self.view.now = self.specs[self.queue[0]].arrival
+                self._admit_arrivals()
+            self._launch()
+            if self.progress is not None:
+                self.progress(self.view.now, self.view.round_index, len(self.finished))
+        return SimulationResult(self._summary(time.perf_counter() - started), self.records)
+
+    def _summary(self, wall_seconds: float) -> dict[str, Any]:
+        unfinished = [i for i in range(len(self.specs)) if i not in self.finished]
+        if unfinished:
+            log.warning("%d job(s) never completed (the reference stops when the cluster is briefly empty; "
+                        "use --mechanics corrected): %s", len(unfinished), unfinished[:10])
+        done = [self.finished[i] for i in sorted(self.finished)]
+        outcomes = [
+            JobOutcome(j.id, j.arrival_s, j.finish_s if j.finish_s is not None else self.view.now,
+                       j.profile.t_isolated, j.batch_size_changes)
+            for j in done
+        ]
+        summary = summarize_run(
+            outcomes,
+            gpus=self.cluster.gpus,
+            makespan_s=self.view.now,
+            gpu_busy_s=self.gpu_busy,
+            num_rounds=len(self.placements),
+            makespan_lower_bound_s=makespan_lower_bound(self.specs, self.profiles, self.cluster.gpus),
+        )
+        summary["unfinished_jobs"] = unfinished
+        summary["wall_seconds"] = wall_seconds
+        return summary

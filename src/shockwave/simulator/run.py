@@ -1,0 +1,47 @@
+"""One simulation from files and names to the result object `simulate --json` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from shockwave.cluster import ClusterSpec
+from shockwave.errors import InputError
+from shockwave.policies.registry import canonical_name, make_policy
+from shockwave.simulator.engine import SimulationResult, Simulator
+from shockwave.simulator.mechanics import Mechanics
+from shockwave.workload.profile import build_profile
+from shockwave.workload.throughput import load_throughputs
+from shockwave.workload.trace import read_trace
+
+
+def simulate(
+    trace: Path,
+    policy: str,
+    cluster: ClusterSpec,
+    mechanics: Mechanics,
+    throughputs: Path | None = None,
+    progress: Callable[[float, int, int], None] | None = None,
+) -> tuple[dict[str, Any], SimulationResult]:
+    name = canonical_name(policy)
+    tm = load_throughputs(throughputs)
+    jobs = read_trace(trace, tm)
+    too_big = [(i, j.scale_factor) for i, j in enumerate(jobs) if j.scale_factor > cluster.gpus]
+    if too_big:
+        i, sf = too_big[0]
+        raise InputError(f"job {i} needs a gang of {sf} GPUs but the cluster has only {cluster.gpus} "
+                         f"({len(too_big)} such job(s))", path=trace, field="scale_factor")
+    profiles = [build_profile(job, tm) for job in jobs]
+    engine = Simulator(jobs, profiles, tm, cluster,
+                       make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s), mechanics, progress)
+    result = engine.run()
+    header = {
+        "policy": name,
+        "trace": str(trace),
+        "gpus": cluster.gpus,
+        "mechanics": mechanics.name,
+        "round_seconds": mechanics.round_seconds,
+        "throughputs": tm.name,
+    }
+    return {**header, **result.summary}, result
