@@ -22,21 +22,21 @@ def require_reference(*parts: str) -> Path:
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def reference() -> Path:
     return require_reference()
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tacc_path() -> Path:
     return require_reference("throughputs", "tacc_throughputs.json")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def wisr_path() -> Path:
     return require_reference("throughputs", "wisr_throughputs.json")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def canonical_trace() -> Path:
     return require_reference("traces", CANONICAL_TRACE)

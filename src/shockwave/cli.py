@@ -113,6 +113,39 @@ def trace_check(
     print_trace_summary(out, trace, summary)
 
 
+@app.command("simulate")
+def simulate_cmd(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
+    policy: Annotated[str, typer.Option("--policy", help="Policy name or alias (gavel, themis, ossp, mst, ...).")],
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the cluster.")],
+    gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
+    throughputs: ThroughputsOpt = None,
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
+    mechanics: Annotated[str, typer.Option("--mechanics", help="reference (published artifact, quirks included) "
+                                           "or corrected (its known defects fixed).")] = "reference",
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameter JSON.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
+) -> None:
+    """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
+    from shockwave.cluster import ClusterSpec
+    from shockwave.report import print_run_summary, write_run
+    from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import simulate
+
+    mech = preset(mechanics).with_round_seconds(round_seconds)
+    cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
+    if config is not None and not config.is_file():
+        raise InputError("config file not found", path=config)
+    result, run = simulate(trace, policy, cluster, mech, throughputs)
+    if out_dir is not None:
+        write_run(out_dir, result, run.rounds)
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print_run_summary(out, result)
+
+
 @app.command("demo")
 def demo(
     output_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("demo-out"),

@@ -35,3 +35,44 @@ def print_trace_summary(console: Console, trace: Path, summary: dict[str, Any]) 
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def print_run_summary(console: Console, result: dict[str, Any]) -> None:
+    title = (f"{result['policy']} on {Path(result['trace']).name}: {result['gpus']} GPUs, "
+             f"{result['round_seconds']:g} s rounds, {result['mechanics']} mechanics")
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    bound = result["makespan_lower_bound_s"]
+    rows = [
+        ("makespan", f"{result['makespan_s']:.1f} s ({result['makespan_s'] / bound:.2f}x the lower bound)"),
+        ("average JCT", f"{result['avg_jct_s']:.1f} s"),
+        ("worst finish-time fairness", f"{result['worst_ftf']:.3f}"),
+        ("unfair jobs (rho > 1.05)", f"{100 * result['unfair_fraction']:.1f} %"),
+        ("utilisation", f"{100 * result['utilization']:.1f} %"),
+        ("rounds", str(result["num_rounds"])),
+        ("makespan lower bound", f"{bound:.1f} s"),
+        ("wall time", f"{result['wall_seconds']:.2f} s"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
+    """result.json (the `simulate --json` object) and rounds.csv (one row per round)."""
+    import csv
+    import json
+
+    from shockwave.errors import InputError
+
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "result.json").write_text(json.dumps(result, indent=1))
+        with (out_dir / "rounds.csv").open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["round", "time_s", "running_jobs", "busy_gpus"])
+            for r in rounds:
+                writer.writerow([r.round, r.time_s, r.running_jobs, r.busy_gpus])
+    except OSError as exc:
+        raise InputError(f"cannot write results: {exc.strerror}", path=out_dir) from None

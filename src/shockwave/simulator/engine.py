@@ -207,7 +207,7 @@ class Simulator:
             if not self.view.jobs:
                 if self.mechanics.stop_when_cluster_empty or not self.queue:
                     break
-                self.view.now = self.specs[self.queue[0]].arrival
+                self.view.now = self.round_start = self.round_end = self.specs[self.queue[0]].arrival
                 self._admit_arrivals()
             self._launch()
             if self.progress is not None:

@@ -1,0 +1,152 @@
+"""Simulator mechanics on small hand-made traces, placement, and the `simulate` command's contract."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shockwave.cluster import ClusterSpec
+from shockwave.core.placement import place
+from shockwave.errors import InputError
+from shockwave.simulator.mechanics import Mechanics, preset
+from shockwave.simulator.run import simulate
+from shockwave.workload.builtin_throughput import BuiltinThroughputs
+from shockwave.workload.catalog import FAMILIES
+from shockwave.workload.trace import TraceJob, write_trace
+
+
+def job(model: str, bs: int, steps: int, arrival: float, sf: int = 1, mode: str = "static") -> TraceJob:
+    fam = FAMILIES[model]
+    return TraceJob(fam.job_type(bs), fam.launch_command(bs), fam.working_directory, fam.num_steps_arg, True, steps,
+                    sf, mode, 1.0, -1.0, 100, arrival)
+
+
+def trace_file(tmp_path: Path, *jobs: TraceJob) -> Path:
+    path = tmp_path / "small.trace"
+    write_trace(jobs, path)
+    return path
+
+
+def test_lone_job_runs_at_its_isolated_speed(tmp_path: Path) -> None:
+    rate = BuiltinThroughputs().throughput("ResNet-18", 64, 2)
+    steps = int(rate * 1000)
+    result, _ = simulate(trace_file(tmp_path, job("ResNet-18", 64, steps, 0, sf=2)), "gavel", ClusterSpec(4),
+                         preset("reference"))
+    assert result["makespan_s"] == pytest.approx(steps / rate, rel=1e-9)  # never preempted: no restart cost
+    # T_iso counts whole epochs (D / bs per epoch), so a job alone finishes at or just under rho = 1.
+    assert 0.95 < result["jobs"][0]["ftf"] <= 1.0
+    assert result["utilization"] == pytest.approx(0.5, rel=1e-6)  # 2 of 4 GPUs busy throughout
+
+
+def test_reference_stops_when_cluster_is_briefly_empty_corrected_runs_on(tmp_path: Path) -> None:
+    rate = BuiltinThroughputs().throughput("LM", 20, 1)
+    path = trace_file(tmp_path, job("LM", 20, int(rate * 200), 0), job("LM", 20, int(rate * 200), 5000))
+    reference, _ = simulate(path, "gavel", ClusterSpec(2), preset("reference"))
+    corrected, _ = simulate(path, "gavel", ClusterSpec(2), preset("corrected"))
+    assert reference["unfinished_jobs"] == [1]
+    assert corrected["unfinished_jobs"] == []
+    work = int(rate * 200) / rate
+    restart = Mechanics(name="x").restart_cost_s  # the late job's first full round pays the start-up cost
+    assert 5000 + work < corrected["makespan_s"] <= 5000 + work + restart + 1
+
+
+def test_restart_cost_is_charged_after_waiting(tmp_path: Path) -> None:
+    rate = BuiltinThroughputs().throughput("LM", 20, 1)
+    steps = int(rate * 600)
+    path = trace_file(tmp_path, job("LM", 20, steps, 0), job("LM", 20, steps, 0))
+    free, _ = simulate(path, "gandiva_fair", ClusterSpec(2), preset("reference"))
+    shared, _ = simulate(path, "gandiva_fair", ClusterSpec(1), preset("reference"))
+    lost = Mechanics(name="x").restart_cost_s
+    assert free["makespan_s"] == pytest.approx(steps / rate, rel=1e-6)
+    # Two jobs alternating on one GPU pay the restart cost on most rounds: makespan exceeds the pure work.
+    assert shared["makespan_s"] > 2 * steps / rate + lost
+
+
+def test_adaptive_jobs_change_batch_size(tmp_path: Path) -> None:
+    lm = FAMILIES["LM"]
+    # LM bs5 GNS doubles at epochs 31, 41, 61, 71; LM bs10 Accordion leaves its critical regime after epoch 10.
+    path = trace_file(tmp_path, job("LM", 5, lm.iterations_per_epoch(5) * 80, 0, mode="gns"),
+                      job("LM", 10, lm.iterations_per_epoch(10) * 40, 0, mode="accordion"))
+    result, _ = simulate(path, "gavel", ClusterSpec(2), preset("reference"))
+    assert [j["batch_size_changes"] for j in result["jobs"]] == [4, 1]
+
+
+def test_placement_keeps_previous_gpus_and_places_big_gangs_first() -> None:
+    cluster = ClusterSpec(8)
+    placement = place([(1, 1), (2, 4), (3, 2)], {1: (5,), 3: (0, 1)}, cluster)
+    assert placement[2] == (0, 1, 2, 3)  # the 4-GPU gang goes first and takes the lowest free GPUs
+    assert placement[3] == (4, 5)  # its old GPUs were taken: the lowest free ones
+    assert placement[1] == (6,)  # as in the reference, a bigger gang placed first may take a smaller job's GPU
+    assert place([(1, 1), (3, 2)], {1: (5,), 3: (0, 1)}, cluster) == {3: (0, 1), 1: (5,)}  # both kept
+
+
+def test_consolidation_packs_gangs_on_one_server() -> None:
+    cluster = ClusterSpec(8, gpus_per_server=4)
+    placement = place([(1, 1), (2, 2), (3, 1)], {1: (1,)}, cluster, consolidate=True)
+    servers = {cluster.server_of(g) for g in placement[2]}
+    assert len(servers) == 1
+
+
+@pytest.mark.parametrize(
+    ("build", "words"),
+    [
+        (lambda p: simulate(p, "gavel", ClusterSpec(1), preset("reference")), "needs a gang of 2 GPUs"),
+        (lambda p: simulate(p, "nope", ClusterSpec(4), preset("reference")), "unknown policy 'nope'"),
+        (lambda p: ClusterSpec(0), "--gpus must be >= 1"),
+        (lambda p: Mechanics(name="x", round_seconds=0), "--round-seconds must be > 0"),
+        (lambda p: preset("fast"), "unknown mechanics"),
+        (lambda p: simulate(p.with_name("missing.trace"), "gavel", ClusterSpec(4), preset("reference")),
+         "trace file not found"),
+    ],
+)
+def test_bad_input(tmp_path: Path, build, words: str) -> None:  # type: ignore[no-untyped-def]
+    path = trace_file(tmp_path, job("LM", 20, 1000, 0, sf=2))
+    with pytest.raises(InputError, match=words):
+        build(path)
+
+
+def shockwave(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True,
+                          check=False)
+
+
+def test_simulate_json_contract_and_out_dir(tmp_path: Path) -> None:
+    path = trace_file(tmp_path, job("LM", 20, 20000, 0), job("ResNet-50", 32, 3000, 30, sf=2))
+    result = shockwave("simulate", "--trace", path, "--policy", "themis", "--gpus", 2, "--json", "--out",
+                       tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    for key in ("policy", "trace", "gpus", "mechanics", "round_seconds", "makespan_s", "avg_jct_s", "worst_ftf",
+                "unfair_fraction", "utilization", "num_rounds", "makespan_lower_bound_s", "wall_seconds", "jobs"):
+        assert key in data
+    assert set(data["jobs"][0]) == {"id", "arrival_s", "finish_s", "jct_s", "t_isolated_s", "ftf",
+                                    "batch_size_changes"}
+    assert data["policy"] == "finish_time_fairness"
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["makespan_s"] == data["makespan_s"]
+    rows = (tmp_path / "out" / "rounds.csv").read_text().splitlines()
+    assert rows[0] == "round,time_s,running_jobs,busy_gpus" and len(rows) == data["num_rounds"] + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--gpus", "1"), "needs a gang of 2 GPUs"),
+        (("--gpus", "0"), "--gpus must be >= 1"),
+        (("--gpus", "4", "--round-seconds", "-5"), "--round-seconds must be > 0"),
+        (("--gpus", "4", "--policy", "magic"), "unknown policy 'magic'"),
+    ],
+)
+def test_simulate_bad_input_exits_nonzero(tmp_path: Path, args: tuple[str, ...], words: str) -> None:
+    path = trace_file(tmp_path, job("LM", 20, 1000, 0, sf=2))
+    argv = ["simulate", "--trace", path, "--policy", "gavel", *args]
+    if "--policy" in args:
+        argv = ["simulate", "--trace", path, *args]
+    result = shockwave(*argv)
+    assert result.returncode == 2, result.stderr
+    assert words in result.stderr
+    missing = shockwave("simulate", "--trace", tmp_path / "none.trace", "--policy", "gavel", "--gpus", "4")
+    assert missing.returncode == 2 and "trace file not found" in missing.stderr
