@@ -26,8 +26,9 @@ app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pret
 trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
 app.add_typer(trace_app, name="trace")
 
-out = Console()
-err = Console(stderr=True)
+# Piped output (CI logs, `| tee`) gets a width that fits the comparison table instead of rich's 80 columns.
+out = Console(width=None if sys.stdout.isatty() else 130)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
 ThroughputsOpt = Annotated[
     Path | None,
@@ -146,18 +147,33 @@ def simulate_cmd(
         print_run_summary(out, result)
 
 
+DEMO_POLICIES = ("max_min_fairness", "finish_time_fairness", "min_total_duration", "max_sum_throughput_perf",
+                 "allox", "gandiva_fair", "fifo")
+
+
 @app.command("demo")
 def demo(
     output_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("demo-out"),
 ) -> None:
-    """Generate a default trace with the built-in throughput model and summarise it."""
+    """Generate the default trace with the built-in throughput model and compare the policies on 32 GPUs."""
+    from shockwave.cluster import ClusterSpec
+    from shockwave.report import print_comparison, write_run
+    from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import simulate
+
     output_dir.mkdir(parents=True, exist_ok=True)
     params = GeneratorParams()
     path = output_dir / params.file_name()
-    tm = load_throughputs(None)
-    write_trace(generate(params, tm), path)
-    out.print(f"generated {path} with the built-in throughput model")
+    write_trace(generate(params, load_throughputs(None)), path)
+    out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)")
     trace_check(path, None, 32, False)
+    results = []
+    for policy in DEMO_POLICIES:
+        result, run = simulate(path, policy, ClusterSpec(32), preset("corrected"))
+        write_run(output_dir / policy, result, run.rounds)
+        results.append(result)
+    print_comparison(out, results)
+    out.print(f"per-policy results: {output_dir}/<policy>/result.json and rounds.csv")
 
 
 def main() -> None:

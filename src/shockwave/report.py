@@ -76,3 +76,18 @@ def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
                 writer.writerow([r.round, r.time_s, r.running_jobs, r.busy_gpus])
     except OSError as exc:
         raise InputError(f"cannot write results: {exc.strerror}", path=out_dir) from None
+
+
+def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
+    """One row per policy; makespan also as a multiple of the physical lower bound."""
+    first = results[0]
+    table = Table(title=f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
+                  f"{first['mechanics']} mechanics", title_justify="left")
+    for column in ("policy", "makespan s", "x bound", "avg JCT s", "worst rho", "unfair %", "util %", "rounds",
+                   "wall s"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for r in results:
+        table.add_row(r["policy"], f"{r['makespan_s']:.0f}", f"{r['makespan_s'] / r['makespan_lower_bound_s']:.2f}",
+                      f"{r['avg_jct_s']:.0f}", f"{r['worst_ftf']:.2f}", f"{100 * r['unfair_fraction']:.1f}",
+                      f"{100 * r['utilization']:.1f}", str(r["num_rounds"]), f"{r['wall_seconds']:.2f}")
+    console.print(table)
