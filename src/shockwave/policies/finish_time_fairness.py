@@ -11,6 +11,7 @@ back to the equal-share allocation, as in the reference.
 from __future__ import annotations
 
 import cvxpy as cp
+import numpy as np
 
 from shockwave.core.mechanism import AllocationInputs
 from shockwave.policies.lp import SolverFailure, as_allocation, base_constraints, column, solve
@@ -37,18 +38,22 @@ class FinishTimeFairness:
         self.previous_remaining = dict(inputs.remaining_steps)
         self.previous_iso_rate = iso_rate
 
-        thr = column(inputs, inputs.throughputs)
-        x = cp.Variable(thr.shape)
+        thr = column(inputs, inputs.throughputs)[:, 0]
+        remaining = np.array([float(inputs.remaining_steps[j]) for j in inputs.job_ids])
+        since = np.array([inputs.times_since_start[j] for j in inputs.job_ids])
+        t_iso = np.array([self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j]
+                          for j in inputs.job_ids])
+        x = cp.Variable((len(inputs.job_ids), 1))
         t = cp.Variable()
         constraints = base_constraints(x, column(inputs, inputs.scale_factors), inputs.gpus)
-        for i, j in enumerate(inputs.job_ids):
-            remaining = inputs.remaining_steps[j]
-            t_iso = self.isolated_time[j] + max(remaining, 0) / iso_rate[j]
-            since = inputs.times_since_start[j]
-            if remaining > 0:
-                constraints.append(since + remaining * cp.inv_pos(thr[i, 0] * x[i, 0]) <= t * t_iso)
-            elif t_iso > 0:
-                constraints.append(t >= since / t_iso)
+        busy = remaining > 0
+        if busy.any():
+            rows = np.flatnonzero(busy)
+            rate = cp.multiply(thr[rows], x[rows, 0])
+            constraints.append(since[rows] + cp.multiply(remaining[rows], cp.inv_pos(rate)) <= t * t_iso[rows])
+        done = ~busy & (t_iso > 0)
+        if done.any():
+            constraints.append(t >= np.max(since[done] / t_iso[done]))
         problem = cp.Problem(cp.Minimize(t), constraints)
         try:
             solve(problem)
