@@ -62,7 +62,7 @@ def main() -> None:
             proc.join()
             table.add_row(trace.split("_")[0] + " jobs", str(gpus), policy, f"{wall:.2f}", f"{peak:.0f}",
                           f"{makespan:.1f}", f"{jct:.1f}")
-    Console().print(table)
+    Console(width=120).print(table)
 
 
 if __name__ == "__main__":
