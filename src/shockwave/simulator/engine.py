@@ -176,7 +176,7 @@ class Simulator:
         jobs = self.view.jobs
         previous = self.placements[-1] if self.placements else {}
         placement = place([(j, jobs[j].scale_factor) for j in chosen], previous, self.cluster,
-                          consolidate=self.cluster.gpus_per_server > 1 and self.mechanics.name != "reference")
+                          consolidate=self.mechanics.consolidate_gangs)
         self.placements.append(placement)
         now, length = self.view.now, self.mechanics.round_seconds
         self.running = []

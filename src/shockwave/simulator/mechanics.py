@@ -31,6 +31,8 @@ class Mechanics:
     deadline_factor: float | None = 1.5
     """A job that has run this many times its T_iso is completed as is (None: never)."""
     max_failed_rounds: int = 5
+    consolidate_gangs: bool = False
+    """Place a new gang on the fullest server that fits it whole (matters with --gpus-per-server > 1)."""
 
     def __post_init__(self) -> None:
         if not self.round_seconds > 0:
@@ -50,6 +52,7 @@ PRESETS = {
         stop_when_cluster_empty=False,
         accordion_profile_rule=True,
         deadline_factor=None,
+        consolidate_gangs=True,
     ),
 }
 
