@@ -32,7 +32,6 @@ class JobState:
     failures: int = 0
     last_finish_s: float | None = None
     finish_s: float | None = None
-    gpus: tuple[int, ...] = ()
     throughput_log: list[tuple[int, float, int]] = field(default_factory=list)
     """(round index, measured steps/s, batch size) per executed round: what a predictor can learn from."""
 

@@ -184,7 +184,6 @@ class Simulator:
             job = jobs[job_id]
             steps = min(int(job.throughput * length), job.remaining_steps)
             finish = max(now, now + steps / job.throughput)
-            job.gpus = gpus
             self.running.append(Launch(job, steps, finish, gpus))
         for job in jobs.values():
             if job.id not in placement:
