@@ -62,6 +62,6 @@ def test_corrected_mechanics_complete_every_job(canonical_trace: Path, tacc_path
     corrected = run(canonical_trace, tacc_path, "max_min_fairness", "corrected")
     assert corrected["unfinished_jobs"] == [] and len(corrected["jobs"]) == 120
     assert corrected["mechanics"] == "corrected"
-    # No free progress at batch-size switches: every job needs at least as long as under the reference rules.
+    # Different rules (no free progress at switches, one Accordion rule) give a different, still feasible schedule.
     assert corrected["makespan_s"] != reference_run["makespan_s"]
     assert corrected["makespan_s"] >= corrected["makespan_lower_bound_s"]

@@ -17,10 +17,10 @@ from rich.console import Console
 from shockwave import __version__
 from shockwave.errors import InputError
 from shockwave.workload.generator import GeneratorParams, generate
-from shockwave.workload.profile import JobProfile, build_profile
+from shockwave.workload.profile import load_workload
 from shockwave.workload.summary import job_records, summarize
 from shockwave.workload.throughput import load_throughputs
-from shockwave.workload.trace import TraceError, TraceJob, read_trace, write_trace
+from shockwave.workload.trace import TraceError, write_trace
 
 app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
@@ -90,12 +90,6 @@ def trace_generate(
     err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {tm.name})")
 
 
-def _load(trace: Path, throughputs: Path | None) -> tuple[list[TraceJob], list[JobProfile]]:
-    tm = load_throughputs(throughputs)
-    jobs = read_trace(trace, tm)
-    return jobs, [build_profile(job, tm) for job in jobs]
-
-
 @trace_app.command("check")
 def trace_check(
     trace: Annotated[Path, typer.Argument(help="Trace file to validate and summarise.")],
@@ -104,7 +98,7 @@ def trace_check(
     as_json: Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")] = False,
 ) -> None:
     """Validate a trace; print every problem (exit 2) or a summary with makespan lower bounds."""
-    jobs, profiles = _load(trace, throughputs)
+    _, jobs, profiles = load_workload(trace, throughputs)
     summary = summarize(jobs, profiles, gpus)
     if as_json:
         print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary}, indent=1))
@@ -124,7 +118,6 @@ def simulate_cmd(
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
     mechanics: Annotated[str, typer.Option("--mechanics", help="reference (published artifact, quirks included) "
                                            "or corrected (its known defects fixed).")] = "reference",
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameter JSON.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
 ) -> None:
@@ -136,8 +129,6 @@ def simulate_cmd(
 
     mech = preset(mechanics).with_round_seconds(round_seconds)
     cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
-    if config is not None and not config.is_file():
-        raise InputError("config file not found", path=config)
     result, run = simulate(trace, policy, cluster, mech, throughputs)
     if out_dir is not None:
         write_run(out_dir, result, run.rounds)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from shockwave.errors import InputError
 
 
 def _mix(counts: dict[str, int]) -> str:
@@ -61,11 +65,6 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
 
 def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
     """result.json (the `simulate --json` object) and rounds.csv (one row per round)."""
-    import csv
-    import json
-
-    from shockwave.errors import InputError
-
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "result.json").write_text(json.dumps(result, indent=1))

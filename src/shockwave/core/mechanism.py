@@ -60,12 +60,14 @@ class GavelPolicy(Policy):
         self.job_time: dict[int, float] = {}
         self.worker_time = 0.0
         self.deficits: dict[int, float] = {}
-        self.reseed_s = 0.0
-        self.recomputes = 0
+
+    @staticmethod
+    def _reseed(view: SchedulerView) -> float:
+        """Every job's time counter restarts at half a round, so a job that never ran is not infinitely behind."""
+        return view.round_seconds / 2
 
     def job_added(self, view: SchedulerView, job: JobState) -> None:
-        self.reseed_s = view.round_seconds / 2
-        self.job_time[job.id] = self.reseed_s
+        self.job_time[job.id] = self._reseed(view)
         self.deficits[job.id] = 0.0
         self.needs_realloc = True
 
@@ -82,18 +84,17 @@ class GavelPolicy(Policy):
 
     def _reallocate(self, view: SchedulerView) -> None:
         """Settle what each job was owed under the old allocation, then ask the allocator again."""
-        elapsed = view.now - self.last_realloc_s
+        elapsed, reseed = view.now - self.last_realloc_s, self._reseed(view)
         for job_id, time in self.job_time.items():
             should = self.allocation[job_id] * elapsed if job_id in self.allocation else 0
-            self.deficits[job_id] += should - (time - self.reseed_s)
+            self.deficits[job_id] += should - (time - reseed)
         self.worker_time = 0.0
         for job_id in self.job_time:
-            self.job_time[job_id] = self.reseed_s
-            self.worker_time += self.reseed_s
+            self.job_time[job_id] = reseed
+            self.worker_time += reseed
         self.last_realloc_s = view.now
         self.allocation = self.allocator.allocate(AllocationInputs.from_view(view)) if view.jobs else {}
         self.needs_realloc = False
-        self.recomputes += 1
 
     def _priority(self, job: JobState) -> float:
         share = self.allocation.get(job.id)
@@ -109,9 +110,10 @@ class GavelPolicy(Policy):
             view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
         ):
             self._reallocate(view)
+        priority = {j.id: self._priority(j) for j in view.jobs.values()}
         queue = sorted(
             view.jobs.values(),
-            key=lambda j: (self._priority(j), self.deficits[j.id], self.allocation.get(j.id, 0.0)),
+            key=lambda j: (priority[j.id], self.deficits[j.id], self.allocation.get(j.id, 0.0)),
             reverse=True,
         )
         free = view.cluster.gpus
@@ -121,7 +123,7 @@ class GavelPolicy(Policy):
                 break
             if job.throughput <= 0 or job.scale_factor > free:
                 continue
-            if self.skip_unallocated and self._priority(job) <= 0:
+            if self.skip_unallocated and priority[job.id] <= 0:
                 continue
             free -= job.scale_factor
             chosen.append(job.id)

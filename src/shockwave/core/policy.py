@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.state import JobState
-from shockwave.workload.throughput import ThroughputModel
 
 
 @dataclass
@@ -21,8 +20,6 @@ class SchedulerView:
     cluster: ClusterSpec
     jobs: dict[int, JobState]
     """Active jobs in arrival (= id) order."""
-    throughputs: ThroughputModel
-    num_jobs_in_trace: int
 
 
 class Policy:

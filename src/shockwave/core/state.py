@@ -7,7 +7,7 @@ both the total and the progress so the job's epoch count is preserved (spec §1.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from shockwave.workload.catalog import ModelFamily, family
 from shockwave.workload.profile import JobProfile
@@ -21,24 +21,22 @@ class JobState:
     family: ModelFamily
     profile: JobProfile
     throughput: float
+    initial_batch_size: int
     batch_size: int
     total_steps: int
     steps_done: int = 0
     pending_batch_size: int | None = None
     batch_size_changes: int = 0
-    rounds_run: int = 0
-    rounds_waited: int = 0
     run_time_s: float = 0.0
     failures: int = 0
-    last_finish_s: float | None = None
-    finish_s: float | None = None
-    throughput_log: list[tuple[int, float, int]] = field(default_factory=list)
-    """(round index, measured steps/s, batch size) per executed round: what a predictor can learn from."""
+    last_finish_s: float = 0.0
+    """Finish time of the job's latest round; its completion time once it has left."""
 
     @classmethod
     def admit(cls, job_id: int, spec: TraceJob, profile: JobProfile, throughput: float) -> JobState:
-        return cls(id=job_id, spec=spec, family=family(spec.model), profile=profile, throughput=throughput,
-                   batch_size=spec.batch_size, total_steps=spec.total_steps)
+        model, bs = spec.model, spec.batch_size
+        return cls(id=job_id, spec=spec, family=family(model), profile=profile, throughput=throughput,
+                   initial_batch_size=bs, batch_size=bs, total_steps=spec.total_steps)
 
     @property
     def arrival_s(self) -> float:
@@ -47,10 +45,6 @@ class JobState:
     @property
     def scale_factor(self) -> int:
         return self.spec.scale_factor
-
-    @property
-    def initial_batch_size(self) -> int:
-        return self.spec.batch_size
 
     @property
     def remaining_steps(self) -> int:

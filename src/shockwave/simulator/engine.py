@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,10 +50,6 @@ class SimulationResult:
     rounds: list[RoundRecord] = field(default_factory=list)
 
 
-class SimulationError(RuntimeError):
-    """The simulation cannot go on (for example a policy that never places a waiting job)."""
-
-
 class Simulator:
     def __init__(
         self,
@@ -64,14 +59,11 @@ class Simulator:
         cluster: ClusterSpec,
         policy: Policy,
         mechanics: Mechanics,
-        progress: Callable[[float, int, int], None] | None = None,
     ) -> None:
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
-        self.progress = progress
         self.view = SchedulerView(now=jobs[0].arrival if jobs else 0.0, round_index=0,
-                                  round_seconds=mechanics.round_seconds, cluster=cluster, jobs={},
-                                  throughputs=throughputs, num_jobs_in_trace=0)
+                                  round_seconds=mechanics.round_seconds, cluster=cluster, jobs={})
         self.queue = deque(range(len(jobs)))
         self.finished: dict[int, JobState] = {}
         self.running: list[Launch] = []
@@ -110,9 +102,8 @@ class Simulator:
         steps = int(launch.steps * factor)
         job.last_finish_s = launch.finish
         job.run_time_s += exec_s
-        per_gpu_min = steps // job.scale_factor if job.scale_factor > 1 else steps
         completed = False
-        if exec_s <= 0 and per_gpu_min <= 0:
+        if exec_s <= 0 and steps // job.scale_factor <= 0:  # some GPU of the gang got no steps: a failed round
             job.failures += 1
             self.policy.round_failed(self.view, job)
             completed = job.failures >= m.max_failed_rounds
@@ -121,8 +112,6 @@ class Simulator:
         else:
             job.failures = 0
             job.steps_done += steps
-            job.rounds_run += 1
-            job.throughput_log.append((self.view.round_index, steps / exec_s if exec_s > 0 else 0.0, job.batch_size))
             over_deadline = m.deadline_factor is not None and job.run_time_s > int(
                 int(job.profile.t_isolated) * m.deadline_factor
             )
@@ -147,7 +136,6 @@ class Simulator:
         rescale_to_batch_size(job, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
 
     def _remove(self, job: JobState) -> None:
-        job.finish_s = job.last_finish_s
         del self.view.jobs[job.id]
         self.finished[job.id] = job
         self.policy.job_removed(self.view, job)
@@ -160,7 +148,6 @@ class Simulator:
             rate = self.throughputs.throughput(spec.model, spec.batch_size, spec.scale_factor, self.cluster.gpu_type)
             job = JobState.admit(index, spec, profile, rate)
             self.view.jobs[index] = job
-            self.view.num_jobs_in_trace += 1
             self.policy.job_added(self.view, job)
 
     def _request_batch_sizes(self) -> None:
@@ -185,9 +172,6 @@ class Simulator:
             steps = min(int(job.throughput * length), job.remaining_steps)
             finish = max(now, now + steps / job.throughput)
             self.running.append(Launch(job, steps, finish, gpus))
-        for job in jobs.values():
-            if job.id not in placement:
-                job.rounds_waited += 1
         self.records.append(RoundRecord(self.view.round_index, now, len(placement),
                                         sum(len(g) for g in placement.values())))
         self.view.round_index += 1
@@ -209,8 +193,6 @@ class Simulator:
                 self.view.now = self.round_start = self.round_end = self.specs[self.queue[0]].arrival
                 self._admit_arrivals()
             self._launch()
-            if self.progress is not None:
-                self.progress(self.view.now, self.view.round_index, len(self.finished))
         return SimulationResult(self._summary(time.perf_counter() - started), self.records)
 
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
@@ -220,8 +202,7 @@ class Simulator:
                         "use --mechanics corrected): %s", len(unfinished), unfinished[:10])
         done = [self.finished[i] for i in sorted(self.finished)]
         outcomes = [
-            JobOutcome(j.id, j.arrival_s, j.finish_s if j.finish_s is not None else self.view.now,
-                       j.profile.t_isolated, j.batch_size_changes)
+            JobOutcome(j.id, j.arrival_s, j.last_finish_s, j.profile.t_isolated, j.batch_size_changes)
             for j in done
         ]
         summary = summarize_run(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,9 +10,7 @@ from shockwave.errors import InputError
 from shockwave.policies.registry import canonical_name, make_policy
 from shockwave.simulator.engine import SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
-from shockwave.workload.profile import build_profile
-from shockwave.workload.throughput import load_throughputs
-from shockwave.workload.trace import read_trace
+from shockwave.workload.profile import load_workload
 
 
 def simulate(
@@ -22,19 +19,16 @@ def simulate(
     cluster: ClusterSpec,
     mechanics: Mechanics,
     throughputs: Path | None = None,
-    progress: Callable[[float, int, int], None] | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     name = canonical_name(policy)
-    tm = load_throughputs(throughputs)
-    jobs = read_trace(trace, tm)
+    tm, jobs, profiles = load_workload(trace, throughputs)
     too_big = [(i, j.scale_factor) for i, j in enumerate(jobs) if j.scale_factor > cluster.gpus]
     if too_big:
         i, sf = too_big[0]
         raise InputError(f"job {i} needs a gang of {sf} GPUs but the cluster has only {cluster.gpus} "
                          f"({len(too_big)} such job(s))", path=trace, field="scale_factor")
-    profiles = [build_profile(job, tm) for job in jobs]
     engine = Simulator(jobs, profiles, tm, cluster,
-                       make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s), mechanics, progress)
+                       make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s), mechanics)
     result = engine.run()
     header = {
         "policy": name,

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from shockwave.errors import InputError
 from shockwave.workload.adaptation import profile_batch_sizes
 from shockwave.workload.catalog import family
-from shockwave.workload.throughput import ThroughputModel, UnknownThroughput
-from shockwave.workload.trace import TraceJob
+from shockwave.workload.throughput import ThroughputModel, UnknownThroughput, load_throughputs
+from shockwave.workload.trace import TraceJob, read_trace
 
 
 @dataclass(frozen=True)
@@ -40,3 +41,12 @@ def build_profile(job: TraceJob, throughputs: ThroughputModel) -> JobProfile:
             raise InputError(f"cannot profile {job.job_type} ({job.mode}): {exc}") from None
     durations = tuple(fam.dataset_size / bs / rate[bs] for bs in batch_sizes)
     return JobProfile(epochs=epochs, batch_sizes=tuple(batch_sizes), epoch_durations=durations)
+
+
+def load_workload(
+    trace: str | Path, throughputs: str | Path | None
+) -> tuple[ThroughputModel, list[TraceJob], list[JobProfile]]:
+    """A validated trace, the throughput model it is read against, and every job's profile."""
+    tm = load_throughputs(throughputs)
+    jobs = read_trace(trace, tm)
+    return tm, jobs, [build_profile(job, tm) for job in jobs]
