@@ -118,18 +118,26 @@ def simulate_cmd(
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
     mechanics: Annotated[str, typer.Option("--mechanics", help="reference (published artifact, quirks included) "
                                            "or corrected (its known defects fixed).")] = "reference",
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (a reference "
+                                                "configurations/*.json); default: the tacc_32gpus values.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
     from shockwave.cluster import ClusterSpec
+    from shockwave.policies.registry import canonical_name
+    from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate
 
+    if config is not None and canonical_name(policy) != "shockwave":
+        raise InputError(f"--config sets Shockwave's hyperparameters; policy {canonical_name(policy)!r} has none",
+                         path=config)
     mech = preset(mechanics).with_round_seconds(round_seconds)
     cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
-    result, run = simulate(trace, policy, cluster, mech, throughputs)
+    hyper = ShockwaveConfig.from_json(config) if config is not None else None
+    result, run = simulate(trace, policy, cluster, mech, throughputs, hyper)
     if out_dir is not None:
         write_run(out_dir, result, run.rounds)
     if as_json:

@@ -75,7 +75,7 @@ class GavelPolicy(Policy):
         del self.job_time[job.id], self.deficits[job.id]
         self.needs_realloc = True
 
-    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float) -> None:
+    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
         self.job_time[job.id] += exec_s
         self.worker_time += exec_s
 

@@ -7,6 +7,7 @@ touch the scheduler's state. The same calls come from the simulator and the Ray 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.state import JobState
@@ -37,8 +38,12 @@ class Policy:
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
         """A job completed or was given up."""
 
-    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float) -> None:
-        """A job ran a round successfully for `exec_s` seconds (after restart cost)."""
+    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
+        """A job ran `steps` steps in `exec_s` seconds (after restart cost) at its current batch size."""
 
     def round_failed(self, view: SchedulerView, job: JobState) -> None:
         """A job's round made no progress."""
+
+    def summary(self) -> dict[str, Any]:
+        """Policy-specific additions to the run's result object."""
+        return {}

@@ -14,10 +14,13 @@ from shockwave.policies.gandiva_fair import GandivaFair
 from shockwave.policies.max_min_fairness import MaxMinFairness
 from shockwave.policies.max_sum_throughput import MaxSumThroughput
 from shockwave.policies.min_total_duration import MinTotalDuration
+from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.policies.shockwave.policy import ShockwavePolicy
 
 Factory = Callable[[float], Policy]
 
 POLICIES: dict[str, Factory] = {
+    "shockwave": lambda interval: ShockwavePolicy(),
     "max_min_fairness": lambda interval: GavelPolicy(MaxMinFairness(), min_realloc_interval_s=interval),
     "finish_time_fairness": lambda interval: GavelPolicy(FinishTimeFairness(), min_realloc_interval_s=interval),
     "min_total_duration": lambda interval: GavelPolicy(MinTotalDuration(), min_realloc_interval_s=interval),
@@ -44,5 +47,10 @@ def canonical_name(name: str) -> str:
     return name
 
 
-def make_policy(name: str, *, min_realloc_interval_s: float = 1000.0) -> Policy:
-    return POLICIES[canonical_name(name)](min_realloc_interval_s)
+def make_policy(name: str, *, min_realloc_interval_s: float = 1000.0,
+                shockwave_config: ShockwaveConfig | None = None) -> Policy:
+    """A fresh policy; Gavel-style ones recompute at most every `min_realloc_interval_s` simulated seconds."""
+    name = canonical_name(name)
+    if name == "shockwave" and shockwave_config is not None:
+        return ShockwavePolicy(shockwave_config)
+    return POLICIES[name](min_realloc_interval_s)

@@ -116,7 +116,7 @@ class Simulator:
                 int(job.profile.t_isolated) * m.deadline_factor
             )
             completed = job.remaining_steps <= 0 or over_deadline
-            self.policy.round_executed(self.view, job, exec_s)
+            self.policy.round_executed(self.view, job, exec_s, steps)
             for gpu in launch.gpus:
                 self.gpu_busy[gpu] += exec_s
         if job.pending_batch_size is not None:
@@ -215,4 +215,5 @@ class Simulator:
         )
         summary["unfinished_jobs"] = unfinished
         summary["wall_seconds"] = wall_seconds
+        summary.update(self.policy.summary())
         return summary

@@ -8,6 +8,7 @@ from typing import Any
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.policies.registry import canonical_name, make_policy
+from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.simulator.engine import SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload.profile import load_workload
@@ -19,7 +20,9 @@ def simulate(
     cluster: ClusterSpec,
     mechanics: Mechanics,
     throughputs: Path | None = None,
+    config: ShockwaveConfig | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
+    """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values)."""
     name = canonical_name(policy)
     tm, jobs, profiles = load_workload(trace, throughputs)
     too_big = [(i, j.scale_factor) for i, j in enumerate(jobs) if j.scale_factor > cluster.gpus]
@@ -27,8 +30,8 @@ def simulate(
         i, sf = too_big[0]
         raise InputError(f"job {i} needs a gang of {sf} GPUs but the cluster has only {cluster.gpus} "
                          f"({len(too_big)} such job(s))", path=trace, field="scale_factor")
-    engine = Simulator(jobs, profiles, tm, cluster,
-                       make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s), mechanics)
+    chosen = make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, shockwave_config=config)
+    engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics)
     result = engine.run()
     header = {
         "policy": name,

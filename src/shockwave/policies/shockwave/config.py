@@ -1,0 +1,114 @@
+"""Shockwave's hyperparameters, read from the reference's JSON files (spec §4.1) and checked before any run.
+
+Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram` is accepted because every reference file carries
+it, but nothing reads it (the reference's optimizer never did either). `solver_num_threads` caps HiGHS's threads.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from shockwave.errors import InputError
+
+JSON_NAMES = {"lam": "lambda"}
+"""Field names that differ from the reference's JSON keys (`lambda` is a Python keyword)."""
+
+
+@dataclass(frozen=True)
+class ShockwaveConfig:
+    future_rounds: int = 20
+    """H: rounds in the planning window."""
+    k: float = 1e-3
+    """Weight of the makespan term (largest predicted leftover runtime, in seconds) against Nash social welfare."""
+    lam: float = 12.0
+    """Exponent of the priority given to jobs behind their finish-time target when the constraints are relaxed."""
+    rhomax: float = 1.0
+    """Allowed finish time as a multiple of the fair-share target."""
+    log_approximation_bases: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    """Breakpoints of the piecewise-linear log of normalised progress; must start at 0 and end at 1."""
+    solver_rel_gap: float = 1e-3
+    solver_timeout: float = 15.0
+    """Seconds HiGHS may spend on one solve before its best plan so far is taken."""
+    solver_num_threads: int = 24
+    gpu_ram: float = 16.0
+    resolve_every_rounds: int = 8
+    """Re-solve at least this often even when no job arrives or completes (the reference's REOPT_ROUNDS)."""
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[bool, str, str]] = [
+            (self.future_rounds >= 1, "future_rounds", "must be an integer >= 1"),
+            (self.k >= 0, "k", "must be >= 0"),
+            (self.lam >= 0, "lambda", "must be >= 0"),
+            (self.rhomax > 0, "rhomax", "must be > 0"),
+            (0 < self.solver_rel_gap < 1, "solver_rel_gap", "must be in (0, 1)"),
+            (self.solver_timeout > 0, "solver_timeout", "must be > 0 seconds"),
+            (self.solver_num_threads >= 1, "solver_num_threads", "must be an integer >= 1"),
+            (self.gpu_ram > 0, "gpu_ram", "must be > 0"),
+            (self.resolve_every_rounds >= 1, "resolve_every_rounds", "must be an integer >= 1"),
+        ]
+        for ok, key, rule in checks:
+            if not ok:
+                raise InputError(f"{key} {rule}, got {getattr(self, JSON_ATTRS.get(key, key))!r}", field=key)
+        bases = self.log_approximation_bases
+        if len(bases) < 2 or bases[0] != 0.0 or bases[-1] != 1.0 or any(a >= b for a, b in zip(bases, bases[1:])):
+            raise InputError(f"must increase strictly from 0.0 to 1.0, got {list(bases)}",
+                             field="log_approximation_bases")
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any], *, path: str | Path | None = None) -> ShockwaveConfig:
+        known = {JSON_NAMES.get(f.name, f.name): f for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in raw.items():
+            spec = known.get(key)
+            if spec is None:
+                raise InputError(f"unknown key {key!r}; known keys: {', '.join(sorted(known))}", path=path,
+                                 field=key)
+            values[spec.name] = _coerce(key, value, spec.type, path)
+        try:
+            return cls(**values)
+        except InputError as exc:
+            raise InputError(exc.reason, path=path, field=exc.field) from None
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> ShockwaveConfig:
+        try:
+            raw = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise InputError("config file not found", path=path) from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read config JSON: {exc}", path=path) from None
+        if not isinstance(raw, dict):
+            raise InputError("expected a JSON object of hyperparameters", path=path)
+        return cls.from_mapping(raw, path=path)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
+        out["log_approximation_bases"] = list(self.log_approximation_bases)
+        return out
+
+
+JSON_ATTRS = {v: k for k, v in JSON_NAMES.items()}
+
+
+def _coerce(key: str, value: Any, kind: Any, path: str | Path | None) -> Any:
+    """JSON numbers to the field's type; booleans, strings and non-finite numbers are errors."""
+    kind = str(kind)
+    if "tuple" in kind:
+        if not isinstance(value, list) or not all(_is_number(v) for v in value):
+            raise InputError(f"must be a list of numbers, got {value!r}", path=path, field=key)
+        return tuple(float(v) for v in value)
+    if not _is_number(value):
+        raise InputError(f"must be a finite number, got {value!r}", path=path, field=key)
+    if kind == "int":
+        if float(value) != int(value):
+            raise InputError(f"must be an integer, got {value!r}", path=path, field=key)
+        return int(value)
+    return float(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
