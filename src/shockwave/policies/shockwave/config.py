@@ -2,6 +2,7 @@
 
 Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram` is accepted because every reference file carries
 it, but nothing reads it (the reference's optimizer never did either). `solver_num_threads` caps HiGHS's threads.
+Two keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS) and `welfare_slack`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,9 @@ class ShockwaveConfig:
     gpu_ram: float = 16.0
     resolve_every_rounds: int = 8
     """Re-solve at least this often even when no job arrives or completes (the reference's REOPT_ROUNDS)."""
+    welfare_slack: float = 0.3
+    """Share of the market's welfare term the second solve may give up to finish jobs sooner (0: a pure
+    tie-break among equally good plans). Not a reference key: the reference leaves that choice to Gurobi."""
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str, str]] = [
@@ -49,12 +54,13 @@ class ShockwaveConfig:
             (self.solver_num_threads >= 1, "solver_num_threads", "must be an integer >= 1"),
             (self.gpu_ram > 0, "gpu_ram", "must be > 0"),
             (self.resolve_every_rounds >= 1, "resolve_every_rounds", "must be an integer >= 1"),
+            (0 <= self.welfare_slack <= 1, "welfare_slack", "must be in [0, 1]"),
         ]
         for ok, key, rule in checks:
             if not ok:
                 raise InputError(f"{key} {rule}, got {getattr(self, JSON_ATTRS.get(key, key))!r}", field=key)
         bases = self.log_approximation_bases
-        if len(bases) < 2 or bases[0] != 0.0 or bases[-1] != 1.0 or any(a >= b for a, b in zip(bases, bases[1:])):
+        if len(bases) < 2 or bases[0] != 0.0 or bases[-1] != 1.0 or any(a >= b for a, b in pairwise(bases)):
             raise InputError(f"must increase strictly from 0.0 to 1.0, got {list(bases)}",
                              field="log_approximation_bases")
 

@@ -1,15 +1,29 @@
-"""Finish-time-fairness targets (spec §4.4): when would each job finish on an equal share of the cluster?
+"""Finish-time fairness for the market (spec §4.4-4.5): targets, how far behind each job is, and its priority.
 
 Whenever the job set changes, every job's fair finish time is estimated afresh as
     FTE_j = submit_j + (isolated time of its finished epochs + R_j) / s,   s = min(1, G / n)
-(n active jobs on G GPUs). A job's target is the average of its estimates, each weighted by the number of rounds
-it was the current one, blended 0.9 : 0.1 with the latest, so a target follows the cluster's load without
+(n active jobs on G GPUs). A job's target FT*_j is the average of its estimates, each weighted by the number of
+rounds it was the current one, blended 0.9 : 0.1 with the latest, so a target follows the cluster's load without
 jumping with every arrival.
+
+At a re-solve, a job's projected ratio is rho_j = (now + R_j / s - submit_j) / (FT*_j - submit_j): the job's
+duration if it ran at the fair share from now on, over its fair duration. Both are counted from submission, as the
+fairness metric is (the reference divides absolute times, which dilutes the ratio of every job that arrived late).
+A job behind (rho_j > rhomax) gets priority pi_j = rho_j^lambda, or rho_j^100 when under a round of work is left
+after its current epoch; a job on track gets 1.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+
 MOMENTUM = 0.9
+NEARLY_DONE_EXPONENT = 100.0
+PRIORITY_CAP = 1e6
+"""Priorities beyond this only hurt the solver's numerics; the layout still orders by the uncapped value."""
 
 
 def equal_share(gpus: int, jobs: int) -> float:
@@ -39,10 +53,49 @@ class FinishTimeTargets:
     def target(self, job_id: int, round_index: int) -> float:
         series = self.series[job_id]
         rounds = [r for r, _ in series] + [round_index]
-        weights = [later - earlier for earlier, later in zip(rounds, rounds[1:])]
+        weights = [later - earlier for earlier, later in pairwise(rounds)]
         total = sum(weights)
         latest = series[-1][1]
         if total == 0:
             return latest
         average = sum(w * value for w, (_, value) in zip(weights, series, strict=True)) / total
         return MOMENTUM * average + (1 - MOMENTUM) * latest
+
+
+@dataclass(frozen=True)
+class FairnessView:
+    """Where every active job stands against its target at one re-solve (one row per job)."""
+
+    now_s: float
+    share: float
+    round_s: float
+    submit_s: np.ndarray
+    targets_s: np.ndarray
+    remaining_s: np.ndarray
+    after_current_s: np.ndarray
+    """Forecast time of the epochs after the one in progress (the reference's R_j)."""
+
+    def deadline_s(self, rhomax: float) -> np.ndarray:
+        """Submission plus rhomax times the fair job duration."""
+        return self.submit_s + rhomax * (self.targets_s - self.submit_s)
+
+    def projected_ratio(self) -> np.ndarray:
+        return (self.now_s + self.remaining_s / self.share - self.submit_s) / (self.targets_s - self.submit_s)
+
+    def urgency(self, lam: float, rhomax: float) -> np.ndarray:
+        """log pi_j, uncapped and defined for every job (jobs on track get lambda log rho_j <= 0)."""
+        ratio = self.projected_ratio()
+        nearly_done = (self.after_current_s < self.round_s) & (ratio > rhomax)
+        return np.where(nearly_done, NEARLY_DONE_EXPONENT, lam) * np.log(ratio)
+
+    def priorities(self, lam: float, rhomax: float) -> np.ndarray:
+        behind = self.projected_ratio() > rhomax
+        return np.where(behind, np.minimum(np.exp(np.minimum(self.urgency(lam, rhomax), 700.0)), PRIORITY_CAP), 1.0)
+
+    def late(self, rhomax: float) -> np.ndarray:
+        """Jobs that miss their deadline even if they run alone from now on."""
+        return self.deadline_s(rhomax) < self.now_s + self.remaining_s
+
+    def leftover_bound(self, rhomax: float, window_end_s: float) -> np.ndarray:
+        """Largest runtime (in rounds) a job may have left after the window and still meet its deadline at share s."""
+        return self.share * (self.deadline_s(rhomax) - window_end_s) / self.round_s

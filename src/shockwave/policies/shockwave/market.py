@@ -2,26 +2,29 @@
 
 Time is counted in rounds (T seconds) so the solver's tolerances see numbers near 1. For n jobs, H rounds, G GPUs:
 
-    maximise   sum_j w_j u_j / (n H)  -  k T M
-    subject to E_j w_j y_j - c_j           <= p_j w_j          planned epochs fit the c_j granted rounds
+    maximise   W - k T M,   W = sum_j w_j u_j / (n H)      (priority-weighted Nash social welfare)
+    subject to E_j v_j y_j - c_j           <= p_j v_j          planned epochs fit the c_j granted rounds
                u_j                         <= a_i y_j + b_i    for every segment i of the piecewise-linear log
-               L_j + E_j w_j y_j            >= R_j / T + p_j w_j  leftover runtime after the window
+               L_j + E_j v_j y_j            >= R_j / T + p_j v_j  leftover runtime after the window
                M                           >= L_j              the makespan term
                sum_j sf_j c_j              <= G H              capacity
-               L_j <= s (rhomax FT*_j - now - H T) / T         finish-time fairness
-               c_j in {0..H}, y_j in [p_j/E_j, 1], L_j >= 0
+               L_j <= s (deadline_j - now - H T) / T           finish-time fairness
+               c_j in {0..cap_j}, y_j in [p_j/E_j, 1], L_j >= 0
 
-with y_j the normalised progress at the window's end, w_j = d-bar_j / T (rounds per epoch) and s = min(1, G/n).
-Maximising a concave function, the log is the minimum of its segments: one cut per segment replaces SOS2 binaries.
+with y_j the normalised progress at the window's end, v_j = d-bar_j / T (rounds per epoch), s = min(1, G/n) and
+cap_j the rounds job j needs to finish. Maximising a concave function, the log is the minimum of its segments: one
+cut per segment replaces the reference's SOS2 binaries.
 
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
 When they cannot be laid out, `exact=True` solves it again with a binary x_{j,h} per job and round and a capacity
 row per round, which is the reference's formulation and yields the layout itself.
 
-When the fairness constraints cannot all hold, they are dropped and each job's log term is weighted by its priority
-pi_j = rho_j^lambda (rho_j^100 for a job with under a round left) if its projected ratio rho_j = (now + R_j/s) / FT*_j
-exceeds rhomax, else 1 (spec §4.5, "infeasible fallback").
+The optimum is rarely unique, and when k T M or a few large priorities dominate the objective, HiGHS's relative gap
+leaves everything else arbitrary. So a second solve picks among the plans that keep the makespan term (within the
+solver's gap) and at least (1 - welfare_slack) of the welfare W: the one maximising sum_j c_j / cap_j^2, i.e. the
+share of its remaining work each job gets done, weighted by 1 / remaining work (Smith's rule with unit weights).
+That finishes short jobs sooner instead of spreading the cluster thinly (see the policy's README section).
 """
 
 from __future__ import annotations
@@ -35,12 +38,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.policies.shockwave.fairness import FairnessView
 
 LOG_OF_ZERO = math.log(1e-6)
 """The reference's stand-in for log(0) at the first breakpoint."""
-NEARLY_DONE_EXPONENT = 100.0
-PRIORITY_CAP = 1e6
-"""Priorities beyond this would only hurt the solver's numerics; ordering still uses the uncapped value."""
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,11 @@ class MarketInputs:
     epochs: np.ndarray
     progress: np.ndarray
     remaining_s: np.ndarray
-    after_current_s: np.ndarray
-    """The reference's R_j: forecast time of the epochs after the one in progress."""
     epoch_s: np.ndarray
-    targets_s: np.ndarray
-    submit_s: np.ndarray
+    """Forecast seconds per remaining epoch: converts granted rounds into planned epochs."""
     gpus: int
     rounds: int
     round_s: float
-    now_s: float
-    share: float
 
     @property
     def jobs(self) -> int:
@@ -68,27 +64,9 @@ class MarketInputs:
 
     @property
     def round_cap(self) -> np.ndarray:
-        """Rounds a job can use: enough to finish at its current epoch pace (at least one), at most the window."""
+        """Rounds a job can use: enough to finish at its forecast pace (at least one), at most the window."""
         needed = np.ceil((self.epochs - self.progress) * self.epoch_s / self.round_s - 1e-9)
         return np.clip(needed, 1, self.rounds).astype(int)
-
-    def deadline_s(self, rhomax: float) -> np.ndarray:
-        """Submission plus rhomax times the fair job duration."""
-        return self.submit_s + rhomax * (self.targets_s - self.submit_s)
-
-    def projected_ratio(self) -> np.ndarray:
-        """Projected over fair job duration (both counted from submission, as finish-time fairness is)."""
-        return (self.now_s + self.remaining_s / self.share - self.submit_s) / (self.targets_s - self.submit_s)
-
-    def urgency(self, config: ShockwaveConfig) -> np.ndarray:
-        """log pi_j, uncapped and defined for every job (jobs on track get lambda log rho_j <= 0)."""
-        ratio = self.projected_ratio()
-        nearly_done = (self.after_current_s < self.round_s) & (ratio > config.rhomax)
-        return np.where(nearly_done, NEARLY_DONE_EXPONENT, config.lam) * np.log(ratio)
-
-    def priorities(self, config: ShockwaveConfig) -> np.ndarray:
-        behind = self.projected_ratio() > config.rhomax
-        return np.where(behind, np.minimum(np.exp(np.minimum(self.urgency(config), 700.0)), PRIORITY_CAP), 1.0)
 
 
 @dataclass(frozen=True)
@@ -105,28 +83,28 @@ class Fairness:
         return not bool(np.isfinite(self.leftover_ub).any())
 
     @classmethod
-    def constrained(cls, inputs: MarketInputs, config: ShockwaveConfig) -> Fairness | None:
-        """Every job must be able to finish by rhomax x its fair duration if, after the window, it ran at the
-        share s: end of window + L_j / s <= deadline_j. None when some job cannot, whatever it gets."""
-        end_of_window = inputs.now_s + inputs.rounds * inputs.round_s
-        leftover_ub = inputs.share * (inputs.deadline_s(config.rhomax) - end_of_window) / inputs.round_s
-        if (leftover_ub < 0).any():
+    def constrained(cls, view: FairnessView, inputs: MarketInputs, config: ShockwaveConfig) -> Fairness | None:
+        """Every job must be able to meet its deadline if, after the window, it ran at the share s.
+        None when some job cannot, whatever it gets (the program would be infeasible)."""
+        bound = view.leftover_bound(config.rhomax, view.now_s + inputs.rounds * inputs.round_s)
+        if (bound < 0).any():
             return None
-        return cls(leftover_ub, np.ones(inputs.jobs))
+        return cls(bound, np.ones(inputs.jobs))
 
     @classmethod
-    def relaxed_for(cls, inputs: MarketInputs, config: ShockwaveConfig) -> Fairness:
+    def relaxed_for(cls, view: FairnessView, config: ShockwaveConfig) -> Fairness:
         """The fallback: no job constrained, each job's log weighted by its priority."""
-        return cls(np.full(inputs.jobs, np.inf), inputs.priorities(config))
+        weights = view.priorities(config.lam, config.rhomax)
+        return cls(np.full(len(weights), np.inf), weights)
 
 
 @dataclass(frozen=True)
 class MarketSolution:
     counts: np.ndarray
-    objective: float
     fairness: Fairness
     rounds: list[list[int]] | None = None
     """Job rows per round, when solved with one binary per job and round."""
+    timed_out: bool = False
 
 
 class SolverFailure(RuntimeError):
@@ -143,115 +121,117 @@ def log_segments(bases: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
 
 def solve_market(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, *, exact: bool = False,
                  start: np.ndarray | None = None) -> MarketSolution | None:
-    """The window's optimum, or None when the fairness constraints make it infeasible.
+    """The window's plan, or None when the fairness constraints make it infeasible.
 
     `start` is a warm start (rounds per job, for instance the previous plan's). Raises SolverFailure when HiGHS
     gives nothing usable.
     """
-    lp, layout = _build(inputs, config, fairness, exact)
-    solution = _run(lp, config, start if not exact else None)
-    if solution is None:
+    model = _Model(inputs, config, fairness, exact)
+    solver = _solver(model.lp, config)
+    if start is not None and not exact:
+        _warm_start(solver, np.minimum(start, inputs.round_cap))
+    values = _run(solver)
+    if values is None:
         return None
-    values, objective = solution
+    timed_out = solver.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
+    values, second_timed_out = _prefer_completion(solver, model, values, config)
     n, h = inputs.jobs, inputs.rounds
     counts = np.rint(values[:n]).astype(int)
     rounds = None
     if exact:
-        x = np.rint(values[layout.x : layout.x + n * h]).reshape(n, h)
+        x = np.rint(values[model.x : model.x + n * h]).reshape(n, h)
         rounds = [np.flatnonzero(x[:, r]).tolist() for r in range(h)]
-    return MarketSolution(counts=counts, objective=objective, fairness=fairness, rounds=rounds)
+    return MarketSolution(counts, fairness, rounds, timed_out or second_timed_out)
 
 
-@dataclass(frozen=True)
-class _Layout:
-    n: int
-
-    @property
-    def y(self) -> int:
-        return self.n
-
-    @property
-    def u(self) -> int:
-        return 2 * self.n
-
-    @property
-    def leftover(self) -> int:
-        return 3 * self.n
-
-    @property
-    def makespan(self) -> int:
-        return 4 * self.n
-
-    @property
-    def x(self) -> int:
-        return 4 * self.n + 1
+def _prefer_completion(solver: highspy.Highs, model: _Model, values: np.ndarray,
+                       config: ShockwaveConfig) -> tuple[np.ndarray, bool]:
+    """Second solve: keep the makespan term and most of the welfare, give rounds to jobs closest to finishing."""
+    welfare = float(model.welfare @ values)
+    solver.changeRowBounds(model.welfare_row, welfare - config.welfare_slack * abs(welfare), highspy.kHighsInf)
+    makespan = float(values[model.makespan])
+    solver.changeColBounds(model.makespan, 0.0, makespan + config.solver_rel_gap * abs(makespan) + 1e-9)
+    columns = np.arange(model.lp.num_col_, dtype=np.int32)
+    solver.changeColsCost(len(columns), columns, model.completion)
+    _warm_start(solver, values)
+    second = _run(solver)
+    timed_out = solver.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
+    return (values, timed_out) if second is None else (second, timed_out)
 
 
-def _build(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness,
-           exact: bool) -> tuple[highspy.HighsLp, _Layout]:
-    n, h, g, t = inputs.jobs, inputs.rounds, inputs.gpus, inputs.round_s
-    at = _Layout(n)
-    rows = np.arange(n)
-    pace = inputs.epoch_s / t
-    epochs = inputs.epochs.astype(float)
-    progress = inputs.progress.astype(float)
-    slopes, intercepts = log_segments(config.log_approximation_bases)
-    segments = len(slopes)
+class _Model:
+    """The program as one sparse matrix, plus where each variable lives and the second solve's objective rows."""
 
-    blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-    row = 0
+    def __init__(self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool) -> None:
+        n, h, g, t = inputs.jobs, inputs.rounds, inputs.gpus, inputs.round_s
+        self.y, self.u, self.leftover, self.makespan, self.x = n, 2 * n, 3 * n, 4 * n, 4 * n + 1
+        jobs = np.arange(n)
+        pace = inputs.epoch_s / t
+        epochs = inputs.epochs.astype(float)
+        progress = inputs.progress.astype(float)
+        slopes, intercepts = log_segments(config.log_approximation_bases)
+        segments = len(slopes)
+        inf = highspy.kHighsInf
+        cols = self.x + (n * h if exact else 0)
 
-    def add(r: np.ndarray, c: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
-        nonlocal row
-        blocks.append((r + row, c, v, lo, hi))
-        row += len(lo)
+        self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._rows = 0
+        self._add(np.concatenate([jobs, jobs]), np.concatenate([self.y + jobs, jobs]),
+                  np.concatenate([epochs * pace, -np.ones(n)]), np.full(n, -inf), progress * pace)
+        seg_rows, seg_jobs = np.arange(n * segments), np.repeat(jobs, segments)
+        self._add(np.concatenate([seg_rows, seg_rows]), np.concatenate([self.u + seg_jobs, self.y + seg_jobs]),
+                  np.concatenate([np.ones(n * segments), -np.tile(slopes, n)]), np.full(n * segments, -inf),
+                  np.tile(intercepts, n))
+        self._add(np.concatenate([jobs, jobs]), np.concatenate([self.leftover + jobs, self.y + jobs]),
+                  np.concatenate([np.ones(n), epochs * pace]), inputs.remaining_s / t + progress * pace,
+                  np.full(n, inf))
+        self._add(np.concatenate([jobs, jobs]), np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
+                  np.concatenate([np.ones(n), -np.ones(n)]), np.zeros(n), np.full(n, inf))
+        sizes = inputs.scale_factors.astype(float)
+        if exact:
+            x_cols = self.x + np.arange(n * h)
+            self._add(np.concatenate([jobs, np.repeat(jobs, h)]), np.concatenate([jobs, x_cols]),
+                      np.concatenate([np.ones(n), -np.ones(n * h)]), np.zeros(n), np.zeros(n))
+            self._add(np.tile(np.arange(h), n), x_cols, np.repeat(sizes, h), np.full(h, -inf), np.full(h, float(g)))
+        else:
+            self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(g * h)]))
 
-    inf = highspy.kHighsInf
-    add(np.concatenate([rows, rows]), np.concatenate([at.y + rows, rows]), np.concatenate([epochs * pace, -np.ones(n)]),
-        np.full(n, -inf), progress * pace)
-    seg_rows = np.arange(n * segments)
-    seg_jobs = np.repeat(rows, segments)
-    add(np.concatenate([seg_rows, seg_rows]), np.concatenate([at.u + seg_jobs, at.y + seg_jobs]),
-        np.concatenate([np.ones(n * segments), -np.tile(slopes, n)]), np.full(n * segments, -inf),
-        np.tile(intercepts, n))
-    add(np.concatenate([rows, rows]), np.concatenate([at.leftover + rows, at.y + rows]),
-        np.concatenate([np.ones(n), epochs * pace]), inputs.remaining_s / t + progress * pace, np.full(n, inf))
-    add(np.concatenate([rows, rows]), np.concatenate([np.full(n, at.makespan), at.leftover + rows]),
-        np.concatenate([np.ones(n), -np.ones(n)]), np.zeros(n), np.full(n, inf))
-    sizes = inputs.scale_factors.astype(float)
-    if exact:
-        x_cols = at.x + np.arange(n * h)
-        add(np.concatenate([rows, np.repeat(rows, h)]), np.concatenate([rows, x_cols]),
-            np.concatenate([np.ones(n), -np.ones(n * h)]), np.zeros(n), np.zeros(n))
-        add(np.tile(np.arange(h), n), x_cols, np.repeat(sizes, h), np.full(h, -inf), np.full(h, float(g)))
-    else:
-        add(np.zeros(n, dtype=int), rows, sizes, np.array([-inf]), np.array([float(g * h)]))
+        self.welfare = np.zeros(cols)
+        self.welfare[self.u : self.u + n] = fairness.weights / (n * h)
+        self.welfare_row = self._rows
+        welfare_cols = np.arange(self.u, self.u + n)
+        self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]),
+                  np.array([inf]))
+        cap = inputs.round_cap.astype(float)
+        self.completion = np.zeros(cols)
+        self.completion[:n] = 1.0 / cap**2
 
-    num_cols = at.x + (n * h if exact else 0)
-    r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*blocks, strict=True))
-    matrix = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(row, num_cols))
+        r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
+        matrix = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(self._rows, cols))
+        cost = self.welfare.copy()
+        cost[self.makespan] = -config.k * t
+        lower = np.concatenate([np.zeros(n), progress / epochs, np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
+        upper = np.concatenate([cap, np.ones(n), np.zeros(n), fairness.leftover_ub, [inf]])
+        integer = [highspy.HighsVarType.kInteger] * n + [highspy.HighsVarType.kContinuous] * (3 * n + 1)
+        if exact:
+            lower = np.concatenate([lower, np.zeros(n * h)])
+            upper = np.concatenate([upper, np.ones(n * h)])
+            integer += [highspy.HighsVarType.kInteger] * (n * h)
 
-    cost = np.zeros(num_cols)
-    cost[at.u : at.u + n] = fairness.weights / (n * h)
-    cost[at.makespan] = -config.k * t
-    lower = np.concatenate([np.zeros(n), progress / epochs, np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
-    upper = np.concatenate([inputs.round_cap.astype(float), np.ones(n), np.zeros(n), fairness.leftover_ub, [inf]])
-    integer = [highspy.HighsVarType.kInteger] * n + [highspy.HighsVarType.kContinuous] * (3 * n + 1)
-    if exact:
-        lower = np.concatenate([lower, np.zeros(n * h)])
-        upper = np.concatenate([upper, np.ones(n * h)])
-        integer += [highspy.HighsVarType.kInteger] * (n * h)
+        lp = highspy.HighsLp()
+        lp.num_col_, lp.num_row_ = cols, self._rows
+        lp.sense_ = highspy.ObjSense.kMaximize
+        lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lower, np.maximum(upper, lower)
+        lp.row_lower_, lp.row_upper_ = lows, highs
+        lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+        lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
+        lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = cols, self._rows
+        lp.integrality_ = integer
+        self.lp = lp
 
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = num_cols, row
-    lp.sense_ = highspy.ObjSense.kMaximize
-    lp.col_cost_, lp.col_lower_, lp.col_upper_ = cost, lower, np.maximum(upper, lower)
-    lp.row_lower_, lp.row_upper_ = lows, highs
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
-    lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = num_cols, row
-    lp.integrality_ = integer
-    return lp, at
+    def _add(self, r: np.ndarray, c: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        self._blocks.append((r + self._rows, c, v, lo, hi))
+        self._rows += len(lo)
 
 
 USABLE = (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
@@ -260,19 +240,26 @@ USABLE = (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit
 FEASIBLE_POINT = 2  # HiGHS's primal_solution_status for "a feasible point is known"
 
 
-def _run(lp: highspy.HighsLp, config: ShockwaveConfig, start: np.ndarray | None) -> tuple[np.ndarray, float] | None:
+def _solver(lp: highspy.HighsLp, config: ShockwaveConfig) -> highspy.Highs:
     solver = highspy.Highs()
     for option, value in (("output_flag", False), ("mip_rel_gap", config.solver_rel_gap),
-                          ("time_limit", config.solver_timeout), ("random_seed", int(os.environ.get("SWSEED", "0"))),
+                          ("time_limit", config.solver_timeout), ("random_seed", 0),
                           ("threads", min(config.solver_num_threads, os.cpu_count() or 1))):
         solver.setOptionValue(option, value)
     solver.passModel(lp)
-    if start is not None:
-        solver.setSolution(len(start), np.arange(len(start), dtype=np.int32), start.astype(float))
+    return solver
+
+
+def _warm_start(solver: highspy.Highs, values: np.ndarray) -> None:
+    """Offer a (partial) solution: the first len(values) columns; HiGHS completes and checks it."""
+    solver.setSolution(len(values), np.arange(len(values), dtype=np.int32), values.astype(float))
+
+
+def _run(solver: highspy.Highs) -> np.ndarray | None:
     solver.run()
     status = solver.getModelStatus()
     if status in (highspy.HighsModelStatus.kInfeasible, highspy.HighsModelStatus.kUnboundedOrInfeasible):
         return None
     if status not in USABLE or solver.getInfo().primal_solution_status != FEASIBLE_POINT:
         raise SolverFailure(f"HiGHS returned {solver.modelStatusToString(status)} without a usable solution")
-    return np.asarray(solver.getSolution().col_value), solver.getInfo().objective_function_value
+    return np.asarray(solver.getSolution().col_value)

@@ -1,15 +1,17 @@
 """Lay the market's per-job round counts out as the window's rounds (spec §4.5 re-ordering, §4.6 fill).
 
-The market only says how many of the next H rounds each job gets. Which rounds matters: the plan is re-solved
-often, so mostly its first rounds run. As the reference's re-ordering program does, jobs furthest behind their
-fair finish time go first; each of a job's rounds weighs its urgency divided by its round count, so the ordering
-minimises sum_j urgency_j x mean round index of j.
-
-`pack` builds rounds one at a time: jobs that must run in every remaining round first, then by that weight. If a
-gang no longer fits, it retries with the least-loaded layout (largest gangs first, each into its c_j emptiest
-rounds) and orders those rounds by weight. None means neither found room; the caller then solves the exact
-per-round program. Finally `fill` keeps GPUs busy: idle GPUs of each round go to other jobs, longest predicted
-remaining runtime first, as in the reference.
+The market only says how many of the next H rounds each job gets; which rounds is free, and it matters: the plan
+is re-solved often, so mostly its first rounds run, and a job that did not run in the previous round pays a restart.
+Each round is filled, while gangs fit, in this order:
+1. jobs that need every remaining round of the window to get their count;
+2. late jobs (they miss their fair finish time even running alone from now on), most urgent first;
+3. jobs that ran in the round before (a lease extension: no restart cost, spec §8);
+4. the rest by urgency over rounds granted, the reference's re-ordering objective (sum_j pi_j x mean round index
+   of j is smallest when a job's rounds come earlier the larger pi_j / c_j is).
+If a gang no longer fits, `pack` retries with the least-loaded layout (largest gangs first, each into its c_j
+emptiest rounds) and orders those rounds by weight. None means neither found room; the caller then solves the
+exact per-round program. Finally `fill` keeps GPUs busy: idle GPUs of each round go to other jobs, longest
+predicted remaining runtime first, as in the reference.
 """
 
 from __future__ import annotations
@@ -17,14 +19,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def pack(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int,
-         urgency: np.ndarray) -> list[list[int]] | None:
+def pack(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int, urgency: np.ndarray,
+         late: np.ndarray, running: set[int]) -> list[list[int]] | None:
     weight = _copy_weight(counts, urgency)
-    order = [int(j) for j in np.lexsort((np.arange(len(counts)), -weight)) if counts[j] > 0]
-    by_rounds = _by_rounds(counts, sizes, gpus, rounds, order)
+    by_weight = [int(j) for j in np.lexsort((np.arange(len(counts)), -weight)) if counts[j] > 0]
+    by_rounds = _by_rounds(counts, sizes, gpus, rounds, by_weight, late, running)
     if by_rounds is not None:
         return by_rounds
-    least_loaded = _least_loaded(counts, sizes, gpus, rounds, order)
+    least_loaded = _least_loaded(counts, sizes, gpus, rounds, by_weight)
     return arrange(least_loaded, counts, urgency) if least_loaded is not None else None
 
 
@@ -40,31 +42,35 @@ def _copy_weight(counts: np.ndarray, urgency: np.ndarray) -> np.ndarray:
     return urgency - np.log(np.maximum(counts, 1))
 
 
-def _by_rounds(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int,
-               order: list[int]) -> list[list[int]] | None:
+def _by_rounds(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int, by_weight: list[int],
+               late: np.ndarray, running: set[int]) -> list[list[int]] | None:
     left = counts.astype(int).copy()
     layout: list[list[int]] = []
+    before = running
     for h in range(rounds):
         remaining_rounds = rounds - h
-        must = [j for j in order if left[j] == remaining_rounds]
-        free = gpus - int(sizes[must].sum()) if must else gpus
-        if free < 0 or (left > remaining_rounds).any():
+        if (left > remaining_rounds).any():
+            return None
+        must = [j for j in by_weight if left[j] == remaining_rounds]
+        free = gpus - int(sizes[must].sum())
+        if free < 0:
             return None
         chosen = list(must)
-        for j in order:
+        for j in sorted(by_weight, key=lambda j: (not late[j], j not in before)):
             if 0 < left[j] < remaining_rounds and sizes[j] <= free:
                 chosen.append(j)
                 free -= int(sizes[j])
         left[chosen] -= 1
         layout.append(chosen)
+        before = set(chosen)
     return layout
 
 
 def _least_loaded(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int,
-                  order: list[int]) -> list[list[int]] | None:
+                  by_weight: list[int]) -> list[list[int]] | None:
     load = np.zeros(rounds, dtype=int)
     layout: list[list[int]] = [[] for _ in range(rounds)]
-    for j in sorted(order, key=lambda j: -sizes[j]):  # stable: equal gangs keep their urgency order
+    for j in sorted(by_weight, key=lambda j: -sizes[j]):  # stable: equal gangs keep their weight order
         picked = np.lexsort((np.arange(rounds), load))[: counts[j]]
         if (load[picked] + sizes[j] > gpus).any():
             return None
@@ -75,8 +81,7 @@ def _least_loaded(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int,
 
 
 def fill(layout: list[list[int]], sizes: np.ndarray, gpus: int, remaining_s: np.ndarray) -> list[list[int]]:
-    import os
-    longest_first = np.lexsort((np.arange(len(remaining_s)), remaining_s if os.environ.get("SWFILL") else -remaining_s))
+    longest_first = np.lexsort((np.arange(len(remaining_s)), -remaining_s))
     filled = []
     for jobs in layout:
         free = gpus - int(sizes[jobs].sum())

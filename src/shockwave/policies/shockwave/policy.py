@@ -19,8 +19,19 @@ import numpy as np
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.policies.shockwave.fairness import FinishTimeTargets, equal_share, fair_finish_estimate
-from shockwave.policies.shockwave.market import Fairness, MarketInputs, SolverFailure, solve_market
+from shockwave.policies.shockwave.fairness import (
+    FairnessView,
+    FinishTimeTargets,
+    equal_share,
+    fair_finish_estimate,
+)
+from shockwave.policies.shockwave.market import (
+    Fairness,
+    MarketInputs,
+    MarketSolution,
+    SolverFailure,
+    solve_market,
+)
 from shockwave.policies.shockwave.packing import arrange, fill, pack
 from shockwave.policies.shockwave.predictor import JobForecast
 
@@ -30,17 +41,22 @@ log = logging.getLogger(__name__)
 @dataclass
 class SolverStats:
     solves: int = 0
+    """Re-solves of the window (each one or two HiGHS runs, more when the fairness constraints fail)."""
     fallbacks: int = 0
+    """Re-solves where HiGHS gave nothing usable and the previous plan was kept."""
     infeasible: int = 0
+    """Re-solves whose fairness constraints could not all hold (the priority-weighted market was solved)."""
     exact: int = 0
     """Re-solves whose round counts could not be laid out greedily and needed the per-round program."""
+    timeouts: int = 0
+    """Re-solves where HiGHS hit solver_timeout and its best plan so far was used (machine-speed dependent)."""
     latencies_s: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         lat = np.asarray(self.latencies_s) if self.latencies_s else np.zeros(1)
         return {"solves": self.solves, "fallbacks": self.fallbacks, "infeasible": self.infeasible,
-                "exact": self.exact, "p50_s": float(np.percentile(lat, 50)), "p95_s": float(np.percentile(lat, 95)),
-                "max_s": float(lat.max())}
+                "exact": self.exact, "timeouts": self.timeouts, "p50_s": float(np.percentile(lat, 50)),
+                "p95_s": float(np.percentile(lat, 95)), "max_s": float(lat.max())}
 
 
 class ShockwavePolicy(Policy):
@@ -53,9 +69,9 @@ class ShockwavePolicy(Policy):
         self.plan_start = 0
         self.rounds: list[list[int]] = []
         self.last_counts: dict[int, int] = {}
+        self.last_run: set[int] = set()
         self.job_set_changed = True
         self.stats = SolverStats()
-        self.last_run: set[int] = set()
 
     # -- what happened ---------------------------------------------------------------------------------------------
     def job_added(self, view: SchedulerView, job: JobState) -> None:
@@ -78,15 +94,16 @@ class ShockwavePolicy(Policy):
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
             offset = 0
-        self.last_run = set(self.rounds[offset])
-        return [j for j in self.rounds[offset] if j in view.jobs]
+        chosen = [j for j in self.rounds[offset] if j in view.jobs]
+        self.last_run = set(chosen)
+        return chosen
 
     def _replan(self, view: SchedulerView) -> None:
         started = time.perf_counter()
         ids = sorted(view.jobs)
-        inputs = self._market_inputs(view, ids)
+        inputs, fairness_view = self._observe(view, ids)
         try:
-            layout = self._solve(inputs, ids)
+            layout = self._solve(inputs, fairness_view, ids)
         except SolverFailure as exc:
             log.warning("round %d: %s; keeping the previous plan", view.round_index, exc)
             self.stats.fallbacks += 1
@@ -98,8 +115,9 @@ class ShockwavePolicy(Policy):
         self.stats.solves += 1
         self.stats.latencies_s.append(time.perf_counter() - started)
 
-    def _market_inputs(self, view: SchedulerView, ids: list[int]) -> MarketInputs:
-        jobs, cfg = view.jobs, self.config
+    def _observe(self, view: SchedulerView, ids: list[int]) -> tuple[MarketInputs, FairnessView]:
+        """Forecast every job and, when the job set changed, refresh the finish-time targets."""
+        jobs = view.jobs
         forecasts = [self.forecasts[j] for j in ids]
         progress = np.array([min(jobs[j].steps_done / jobs[j].iterations_per_epoch, f.epochs)
                              for j, f in zip(ids, forecasts, strict=True)])
@@ -113,44 +131,60 @@ class ShockwavePolicy(Policy):
                 j: fair_finish_estimate(f.submit_s, f.elapsed(p), r, share)
                 for j, f, p, r in zip(ids, forecasts, progress, remaining, strict=True)
             })
-        return MarketInputs(
+        inputs = MarketInputs(
             scale_factors=np.array([jobs[j].scale_factor for j in ids]),
             epochs=epochs,
-            progress=np.floor(progress) if __import__("os").environ.get("SWWHOLE") else progress,
+            progress=progress,
             remaining_s=remaining,
-            after_current_s=np.array([f.after_current(p) for f, p in zip(forecasts, progress, strict=True)]),
-            epoch_s=(np.array([f.elapsed(p + 1) / (p + 1) for f, p in zip(forecasts, np.minimum(progress // 1, epochs - 1), strict=True)]) if __import__("os").environ.get("SWD") else np.where(progress < epochs, remaining / np.maximum(epochs - progress, 1e-9), 0.0)),
-            targets_s=np.array([self.targets.target(j, view.round_index) for j in ids]),
-            submit_s=np.array([f.submit_s for f in forecasts]),
+            epoch_s=np.where(progress < epochs, remaining / np.maximum(epochs - progress, 1e-9), 0.0),
             gpus=view.cluster.gpus,
-            rounds=cfg.future_rounds,
+            rounds=self.config.future_rounds,
             round_s=view.round_seconds,
+        )
+        fairness_view = FairnessView(
             now_s=view.now,
             share=share,
+            round_s=view.round_seconds,
+            submit_s=np.array([f.submit_s for f in forecasts]),
+            targets_s=np.array([self.targets.target(j, view.round_index) for j in ids]),
+            remaining_s=remaining,
+            after_current_s=np.array([f.after_current(p) for f, p in zip(forecasts, progress, strict=True)]),
         )
+        return inputs, fairness_view
 
-    def _solve(self, inputs: MarketInputs, ids: list[int]) -> list[list[int]]:
+    def _solve(self, inputs: MarketInputs, view: FairnessView, ids: list[int]) -> list[list[int]]:
         cfg = self.config
         start = np.array([self.last_counts.get(j, 0) for j in ids])
-        fairness = Fairness.constrained(inputs, cfg)
-        solution = solve_market(inputs, cfg, fairness, start=start) if fairness is not None else None
+        solution = self._market(inputs, view, start, exact=False)
+        self.last_counts = dict(zip(ids, solution.counts.tolist(), strict=True))
+        urgency = view.urgency(cfg.lam, cfg.rhomax)
+        late = view.late(cfg.rhomax)
+        running = {r for r, j in enumerate(ids) if j in self.last_run}
+        layout = pack(solution.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
+        if layout is not None:
+            return layout
+        self.stats.exact += 1
+        exact = self._market(inputs, view, start, exact=True)
+        layout = pack(exact.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
+        if layout is None and exact.rounds is not None:
+            layout = arrange(exact.rounds, exact.counts, urgency)
+        if layout is None:
+            raise SolverFailure("the per-round market returned no layout")
+        return layout
+
+    def _market(self, inputs: MarketInputs, view: FairnessView, start: np.ndarray, *, exact: bool) -> MarketSolution:
+        """The market with fairness constraints, or with priorities when the constraints cannot all hold."""
+        cfg = self.config
+        fairness = Fairness.constrained(view, inputs, cfg)
+        solution = solve_market(inputs, cfg, fairness, start=start, exact=exact) if fairness is not None else None
         if solution is None:
-            self.stats.infeasible += 1
-            solution = solve_market(inputs, cfg, Fairness.relaxed_for(inputs, cfg), start=start)
+            if not exact:
+                self.stats.infeasible += 1
+            solution = solve_market(inputs, cfg, Fairness.relaxed_for(view, cfg), start=start, exact=exact)
         if solution is None:
             raise SolverFailure("the market without fairness constraints is infeasible")
-        self.last_counts = dict(zip(ids, solution.counts.tolist(), strict=True))
-        urgency = inputs.urgency(cfg)
-        layout = pack(solution.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency)
-        if layout is None:
-            self.stats.exact += 1
-            exact = solve_market(inputs, cfg, solution.fairness, exact=True)
-            if exact is None or exact.rounds is None:
-                raise SolverFailure("the per-round market is infeasible although its aggregate was not")
-            layout = pack(exact.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency)
-            if layout is None:
-                layout = arrange(exact.rounds, exact.counts, urgency)
-        return layout
+        self.stats.timeouts += solution.timed_out
+        return solution
 
     def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[int]]:
         """What is left of the last plan, in rows of the current job list."""

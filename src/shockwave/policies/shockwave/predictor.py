@@ -96,8 +96,6 @@ class JobForecast:
         if whole >= self.epochs:
             return 0.0
         current = self.epoch_duration(self.observed[whole], self.calibration()) * (1 - (progress - whole))
-        if __import__("os").environ.get("SWCUR"):
-            current = 0.0
         return current + self._forecast(whole)
 
     def after_current(self, progress: float) -> float:
