@@ -146,7 +146,7 @@ def simulate_cmd(
         print_run_summary(out, result)
 
 
-DEMO_POLICIES = ("max_min_fairness", "finish_time_fairness", "min_total_duration", "max_sum_throughput_perf",
+DEMO_POLICIES = ("shockwave", "max_min_fairness", "finish_time_fairness", "min_total_duration", "max_sum_throughput_perf",
                  "allox", "gandiva_fair", "fifo")
 
 

@@ -58,9 +58,19 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
         ("makespan lower bound", f"{bound:.1f} s"),
         ("wall time", f"{result['wall_seconds']:.2f} s"),
     ]
+    if "solver" in result:
+        rows.append(("market solves", _solver_line(result["solver"])))
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def _solver_line(stats: dict[str, Any]) -> str:
+    line = (f"{stats['solves']}, latency p50 {stats['p50_s']:.2f} s / p95 {stats['p95_s']:.2f} s / "
+            f"max {stats['max_s']:.2f} s; {stats['infeasible']} with fairness relaxed")
+    if stats["fallbacks"] or stats["timeouts"]:
+        line += f"; {stats['fallbacks']} fallbacks, {stats['timeouts']} timeouts"
+    return line
 
 
 def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:

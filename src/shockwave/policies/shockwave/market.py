@@ -101,6 +101,8 @@ class Fairness:
 @dataclass(frozen=True)
 class MarketSolution:
     counts: np.ndarray
+    objective: float
+    """The first solve's objective W - k T M (what the reference optimises)."""
     fairness: Fairness
     rounds: list[list[int]] | None = None
     """Job rows per round, when solved with one binary per job and round."""
@@ -134,6 +136,7 @@ def solve_market(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairne
     if values is None:
         return None
     timed_out = solver.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
+    objective = solver.getInfo().objective_function_value
     values, second_timed_out = _prefer_completion(solver, model, values, config)
     n, h = inputs.jobs, inputs.rounds
     counts = np.rint(values[:n]).astype(int)
@@ -141,7 +144,7 @@ def solve_market(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairne
     if exact:
         x = np.rint(values[model.x : model.x + n * h]).reshape(n, h)
         rounds = [np.flatnonzero(x[:, r]).tolist() for r in range(h)]
-    return MarketSolution(counts, fairness, rounds, timed_out or second_timed_out)
+    return MarketSolution(counts, objective, fairness, rounds, timed_out or second_timed_out)
 
 
 def _prefer_completion(solver: highspy.Highs, model: _Model, values: np.ndarray,
