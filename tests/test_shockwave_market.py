@@ -2,7 +2,7 @@
 
 For a given number of rounds c_j per job, the best continuous part is closed-form: progress y_j as large as the
 rounds allow (the objective only gains from it), u_j the piecewise-linear log of y_j, L_j the leftover runtime
-and M their maximum. So enumerating every count vector (or every per-round 0/1 layout) gives the true optimum.
+in whole rounds and M their maximum. So enumerating every count vector (or every per-round 0/1 layout) gives the true optimum.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def evaluate(inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfig,
     y = np.minimum(1.0, (inputs.progress * pace + counts) / (inputs.epochs * pace))
     slopes, intercepts = log_segments(config.log_approximation_bases)
     u = np.min(np.outer(y, slopes) + intercepts, axis=1)
-    leftover = np.maximum(0.0, inputs.remaining_s / t + inputs.progress * pace - inputs.epochs * pace * y)
+    leftover = np.maximum(0, inputs.remaining_rounds - counts).astype(float)
     if (leftover > fairness.leftover_ub + 1e-9).any():
         return None
     welfare = float(fairness.weights @ u / (n * h))
@@ -119,7 +119,7 @@ def test_per_round_market_matches_enumeration(seed: int) -> None:
 def test_fairness_constraints_match_enumeration(seed: int) -> None:
     inputs, relaxed = instance(200 + seed, jobs=4, rounds=4, gpus=4)
     # Each job may leave at most 80% of its runtime for after the window.
-    bound = 0.8 * inputs.remaining_s / inputs.round_s
+    bound = np.floor(0.8 * inputs.remaining_rounds)
     fairness = Fairness(bound, np.ones(inputs.jobs))
     expected = brute_force(inputs, fairness, CONFIG, aggregate_plans(inputs))
     solution = solve_market(inputs, CONFIG, fairness)

@@ -110,9 +110,11 @@ class JobForecast:
         posterior = self.epochs / len(modes) + observed
         expected = self.epochs * posterior / posterior.sum()
         # Take each observed epoch off its mode's share, but never below zero: the reference subtracts one at a time
-        # while the share is at least 1.
-        expected -= np.minimum(observed, np.floor(expected))
-        inflated = max(int(expected.sum() + 1), remaining)
+        # while the share is at least 1. The shares then sum to the integer E - subtracted (the reference's
+        # int(sum + 1), without its float rounding).
+        subtracted = np.minimum(observed, np.floor(expected + 1e-9))
+        expected -= subtracted
+        inflated = max(self.epochs - int(subtracted.sum()) + 1, remaining)
         calibration = self.calibration()
         durations = np.array([self.epoch_duration(bs, calibration) for bs in modes])
         return float(remaining / inflated * (expected @ durations))
