@@ -1,8 +1,11 @@
-"""Wall time and peak memory of each policy on the reference traces (`make bench`); printed, never asserted.
+"""Wall time, peak memory and Shockwave's solver latency on the reference traces (`make bench`); printed, never
+asserted.
 
-Each simulation runs in a fresh process so its peak RSS is its own. Reference numbers for comparison (spec and
-issue notes, 2-core machine): the reference simulator needs 4-9 s per baseline on the 120-job trace and 24-59 s on
-the 900-job trace.
+Each simulation runs in a fresh process so its peak RSS is its own. Baselines run on the 120- and 900-job traces,
+Shockwave on all four with the reference configuration made for that cluster size. Reference numbers for
+comparison (spec and issue notes, 2-core machine): the reference simulator needs 4-9 s per baseline on the 120-job
+trace and 24-59 s on the 900-job trace; its Shockwave needs ~10 minutes on the 120-job trace with Gurobi on 24
+threads, 12 minutes with HiGHS on 2 cores, and crashed after 23 minutes on the 220-job trace.
 """
 
 from __future__ import annotations
@@ -12,33 +15,62 @@ import multiprocessing as mp
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT.parent / "shared" / "reference"
-CASES = [
-    ("120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace", "tacc", 32),
-    ("900_0.2_5_1000_5_15_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace", "wisr", 256),
-]
+MIX = "0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace"
 
 
-def _one(trace: str, table: str, gpus: int, policy: str, queue: mp.Queue) -> None:
+@dataclass(frozen=True)
+class Case:
+    trace: str
+    throughputs: str
+    gpus: int
+    config: str
+    baselines: bool
+    """Whether the baselines run on it too (they take seconds; the middle sizes are Shockwave's scale study)."""
+
+
+CASES = {
+    "120": Case(f"120_0.2_5_100_40_25_{MIX}", "tacc", 32, "tacc_32gpus", True),
+    "220": Case(f"220_0.2_5_100_25_4_{MIX}", "wisr", 64, "scale_64gpus", False),
+    "460": Case(f"460_0.2_5_100_10_1_{MIX}", "wisr", 128, "scale_128gpus", False),
+    "900": Case(f"900_0.2_5_1000_5_15_{MIX}", "wisr", 256, "scale_256gpus", True),
+}
+
+
+def _one(case: Case, policy: str, queue: mp.Queue) -> None:
     import logging
 
     logging.disable(logging.WARNING)
     from shockwave.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate
 
+    config = ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{case.config}.json")
     started = time.perf_counter()
-    result, _ = simulate(REFERENCE / "traces" / trace, policy, ClusterSpec(gpus), preset("reference"),
-                         REFERENCE / "throughputs" / f"{table}_throughputs.json")
+    result, _ = simulate(REFERENCE / "traces" / case.trace, policy, ClusterSpec(case.gpus), preset("reference"),
+                         REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json",
+                         config if policy == "shockwave" else None)
     wall = time.perf_counter() - started
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    queue.put((wall, peak_mib, result["makespan_s"], result["avg_jct_s"]))
+    queue.put((wall, peak_mib, result))
+
+
+def _row(name: str, case: Case, policy: str, wall: float, peak: float, result: dict[str, Any]) -> list[str]:
+    solver = result.get("solver")
+    latency = ([str(solver["solves"]), f"{solver['p50_s']:.3f}", f"{solver['p95_s']:.3f}", f"{solver['max_s']:.3f}"]
+               if solver else ["", "", "", ""])
+    return [f"{name} jobs", str(case.gpus), policy, f"{wall:.2f}", f"{peak:.0f}", f"{result['makespan_s']:.0f}",
+            f"{result['avg_jct_s']:.0f}", f"{result['worst_ftf']:.2f}", f"{100 * result['unfair_fraction']:.1f}",
+            *latency]
 
 
 def main() -> None:
@@ -46,23 +78,28 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policy names")
+    parser.add_argument("--traces", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
     args = parser.parse_args()
     if not REFERENCE.exists():
         sys.exit(f"reference data not found at {REFERENCE}")
-    table = Table(title="simulation wall time and peak memory (reference mechanics, one process per run)")
-    for column in ("trace", "GPUs", "policy", "wall s", "peak MiB", "makespan s", "avg JCT s"):
-        table.add_column(column, justify="right" if column not in ("trace", "policy") else "left")
+    table = Table(title="simulation wall time, peak memory and Shockwave's solver latency per re-solve "
+                  "(reference mechanics, one process per run)")
+    for column in ("trace", "GPUs", "policy", "wall s", "peak MiB", "makespan s", "avg JCT s", "worst rho",
+                   "unfair %", "solves", "p50 s", "p95 s", "max s"):
+        table.add_column(column, justify="left" if column in ("trace", "policy") else "right")
     ctx = mp.get_context("spawn")
-    for trace, throughputs, gpus in CASES:
+    for name in args.traces.split(","):
+        case = CASES[name]
         for policy in args.policies.split(","):
+            if policy != "shockwave" and not case.baselines:
+                continue
             queue: mp.Queue = ctx.Queue()
-            proc = ctx.Process(target=_one, args=(trace, throughputs, gpus, policy, queue))
+            proc = ctx.Process(target=_one, args=(case, policy, queue))
             proc.start()
-            wall, peak, makespan, jct = queue.get()
+            wall, peak, result = queue.get()
             proc.join()
-            table.add_row(trace.split("_")[0] + " jobs", str(gpus), policy, f"{wall:.2f}", f"{peak:.0f}",
-                          f"{makespan:.1f}", f"{jct:.1f}")
-    Console(width=120).print(table)
+            table.add_row(*_row(name, case, policy, wall, peak, result))
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":

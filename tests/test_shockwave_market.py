@@ -2,7 +2,8 @@
 
 For a given number of rounds c_j per job, the best continuous part is closed-form: progress y_j as large as the
 rounds allow (the objective only gains from it), u_j the piecewise-linear log of y_j, L_j the leftover runtime
-in whole rounds and M their maximum. So enumerating every count vector (or every per-round 0/1 layout) gives the true optimum.
+in whole rounds and M their maximum. So enumerating every count vector (or every per-round 0/1 layout) gives the
+true optimum.
 """
 
 from __future__ import annotations
@@ -48,8 +49,8 @@ def evaluate(inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfig,
              counts: np.ndarray) -> tuple[float, float, float] | None:
     """(welfare W, makespan term M in rounds, objective) of the best plan with these counts; None if infeasible."""
     t, n, h = inputs.round_s, inputs.jobs, inputs.rounds
-    pace = inputs.epoch_s / t
-    y = np.minimum(1.0, (inputs.progress * pace + counts) / (inputs.epochs * pace))
+    epochs_per_round = np.divide(t, inputs.epoch_s, out=np.zeros(n), where=inputs.epoch_s > 0)
+    y = np.minimum(1.0, (inputs.progress + counts * epochs_per_round) / inputs.epochs)
     slopes, intercepts = log_segments(config.log_approximation_bases)
     u = np.min(np.outer(y, slopes) + intercepts, axis=1)
     leftover = np.maximum(0, inputs.remaining_rounds - counts).astype(float)
@@ -85,7 +86,7 @@ def brute_force(inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfi
     scored = [(c, v) for c in plans if (v := evaluate(inputs, fairness, config, c)) is not None]
     if not scored:
         return None
-    best_c, (w1, m1, best) = max(scored, key=lambda cv: cv[1][2])
+    _, (w1, m1, best) = max(scored, key=lambda cv: cv[1][2])
     completion = 1.0 / inputs.round_cap.astype(float) ** 2
     guarded = [c @ completion for c, (w, m, _) in scored
                if w >= w1 - config.welfare_slack * abs(w1) - 1e-9 and m <= m1 * (1 + config.solver_rel_gap) + 1e-9]
@@ -117,7 +118,7 @@ def test_per_round_market_matches_enumeration(seed: int) -> None:
 
 @pytest.mark.parametrize("seed", range(4))
 def test_fairness_constraints_match_enumeration(seed: int) -> None:
-    inputs, relaxed = instance(200 + seed, jobs=4, rounds=4, gpus=4)
+    inputs, _ = instance(200 + seed, jobs=4, rounds=4, gpus=4)
     # Each job may leave at most 80% of its runtime for after the window.
     bound = np.floor(0.8 * inputs.remaining_rounds)
     fairness = Fairness(bound, np.ones(inputs.jobs))
@@ -160,3 +161,21 @@ def test_log_segments_interpolate_the_breakpoints() -> None:
     assert slopes[1] * 1.0 + intercepts[1] == pytest.approx(0.0)
     assert slopes[1] * 0.5 + intercepts[1] == pytest.approx(np.log(0.5))
     assert intercepts[0] == pytest.approx(market.LOG_OF_ZERO)
+
+
+def test_a_job_with_nothing_left_is_planned_without_nan() -> None:
+    """The reference's zero-remaining job (progress = epochs, spec notes on job 35) must not poison the model."""
+    inputs, fairness = instance(5, jobs=4, rounds=4, gpus=4)
+    done = replace(inputs, progress=np.where(np.arange(4) == 0, inputs.epochs, inputs.progress),
+                   remaining_s=np.where(np.arange(4) == 0, 0.0, inputs.remaining_s),
+                   epoch_s=np.where(np.arange(4) == 0, 0.0, inputs.epoch_s))
+    solution = solve_market(done, CONFIG, fairness)
+    best, _ = brute_force(done, fairness, CONFIG, aggregate_plans(done))
+    assert solution.objective == pytest.approx(best, abs=1e-6)
+
+
+def test_non_finite_forecast_is_a_solver_failure() -> None:
+    inputs, fairness = instance(5, jobs=4, rounds=4, gpus=4)
+    broken = replace(inputs, remaining_s=np.array([np.nan, 1.0, 2.0, 3.0]) * 120)
+    with pytest.raises(SolverFailure, match="non-finite"):
+        solve_market(broken, CONFIG, fairness)

@@ -146,8 +146,8 @@ def simulate_cmd(
         print_run_summary(out, result)
 
 
-DEMO_POLICIES = ("shockwave", "max_min_fairness", "finish_time_fairness", "min_total_duration", "max_sum_throughput_perf",
-                 "allox", "gandiva_fair", "fifo")
+DEMO_POLICIES = ("shockwave", "max_min_fairness", "finish_time_fairness", "min_total_duration",
+                 "max_sum_throughput_perf", "allox", "gandiva_fair", "fifo")
 
 
 @app.command("demo")

@@ -135,6 +135,7 @@ def solve_market(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairne
     `start` is a warm start (rounds per job, for instance the previous plan's). Raises SolverFailure when HiGHS
     gives nothing usable.
     """
+    _check_finite(inputs, fairness)
     model = _Model(inputs, config, fairness, exact)
     solver = _solver(model.lp, config)
     if start is not None and not exact:
@@ -174,24 +175,19 @@ class _Model:
 
     def __init__(self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool) -> None:
         n, h, g, t = inputs.jobs, inputs.rounds, inputs.gpus, inputs.round_s
-        self.y, self.u, self.leftover, self.makespan, self.x = n, 2 * n, 3 * n, 4 * n, 4 * n + 1
+        self.u, self.leftover, self.makespan, self.x = n, 2 * n, 3 * n, 3 * n + 1
         jobs = np.arange(n)
-        pace = inputs.epoch_s / t
-        epochs = inputs.epochs.astype(float)
-        progress = inputs.progress.astype(float)
-        slopes, intercepts = log_segments(config.log_approximation_bases)
-        segments = len(slopes)
+        cap = inputs.round_cap
         inf = highspy.kHighsInf
         cols = self.x + (n * h if exact else 0)
 
         self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._rows = 0
-        self._add(np.concatenate([jobs, jobs]), np.concatenate([self.y + jobs, jobs]),
-                  np.concatenate([epochs * pace, -np.ones(n)]), np.full(n, -inf), progress * pace)
-        seg_rows, seg_jobs = np.arange(n * segments), np.repeat(jobs, segments)
-        self._add(np.concatenate([seg_rows, seg_rows]), np.concatenate([self.u + seg_jobs, self.y + seg_jobs]),
-                  np.concatenate([np.ones(n * segments), -np.tile(slopes, n)]), np.full(n * segments, -inf),
-                  np.tile(intercepts, n))
+        chord_jobs, chord_at, chord_slope = _chords(inputs, config)
+        chord_rows = np.arange(len(chord_jobs))
+        self._add(np.concatenate([chord_rows, chord_rows]), np.concatenate([self.u + chord_jobs, chord_jobs]),
+                  np.concatenate([np.ones(len(chord_jobs)), -chord_slope]), np.full(len(chord_jobs), -inf),
+                  chord_at)
         self._add(np.concatenate([jobs, jobs]), np.concatenate([self.leftover + jobs, jobs]),
                   np.ones(2 * n), inputs.remaining_rounds.astype(float), np.full(n, inf))
         self._add(np.concatenate([jobs, jobs]), np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
@@ -211,17 +207,16 @@ class _Model:
         welfare_cols = np.arange(self.u, self.u + n)
         self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]),
                   np.array([inf]))
-        cap = inputs.round_cap.astype(float)
         self.completion = np.zeros(cols)
-        self.completion[:n] = 1.0 / cap**2
+        self.completion[:n] = 1.0 / cap.astype(float) ** 2
 
         r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
         matrix = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(self._rows, cols))
         cost = self.welfare.copy()
         cost[self.makespan] = -config.k * t
-        lower = np.concatenate([np.zeros(n), progress / epochs, np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
-        upper = np.concatenate([cap, np.ones(n), np.zeros(n), fairness.leftover_ub, [inf]])
-        integer = [highspy.HighsVarType.kInteger] * n + [highspy.HighsVarType.kContinuous] * (3 * n + 1)
+        lower = np.concatenate([np.zeros(n), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
+        upper = np.concatenate([cap.astype(float), np.zeros(n), fairness.leftover_ub, [inf]])
+        integer = [highspy.HighsVarType.kInteger] * n + [highspy.HighsVarType.kContinuous] * (2 * n + 1)
         if exact:
             lower = np.concatenate([lower, np.zeros(n * h)])
             upper = np.concatenate([upper, np.ones(n * h)])
@@ -243,10 +238,44 @@ class _Model:
         self._rows += len(lo)
 
 
+def progress_log(inputs: MarketInputs, config: ShockwaveConfig) -> np.ndarray:
+    """g_j(c): the piecewise-linear log of job j's normalised progress after c rounds, for c = 0..H (n x H+1)."""
+    epochs_per_round = inputs.round_s / np.where(inputs.epoch_s > 0, inputs.epoch_s, np.inf)
+    granted = np.arange(inputs.rounds + 1)
+    y = np.minimum(1.0, (inputs.progress[:, None] + granted[None, :] * epochs_per_round[:, None])
+                   / inputs.epochs[:, None])
+    slopes, intercepts = log_segments(config.log_approximation_bases)
+    return np.min(y[:, :, None] * slopes + intercepts, axis=2)
+
+
+def _chords(inputs: MarketInputs, config: ShockwaveConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """u_j <= g_j(k) + s_jk (c_j - k) for each distinct chord k -> k+1 below job j's cap, as (job, rhs, slope)."""
+    values = progress_log(inputs, config)
+    slopes = np.diff(values, axis=1)
+    k = np.arange(inputs.rounds)
+    below_cap = k[None, :] < inputs.round_cap[:, None]
+    bends = np.ones_like(below_cap)
+    bends[:, 1:] = ~np.isclose(slopes[:, 1:], slopes[:, :-1], rtol=1e-12, atol=1e-12)
+    jobs, at = np.nonzero(below_cap & bends)
+    slope = slopes[jobs, at]
+    return jobs, values[jobs, at] - slope * at, slope
+
+
 USABLE = (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
           highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kSolutionLimit,
           highspy.HighsModelStatus.kIterationLimit)
 FEASIBLE_POINT = 2  # HiGHS's primal_solution_status for "a feasible point is known"
+
+
+def _check_finite(inputs: MarketInputs, fairness: Fairness) -> None:
+    """A NaN or infinite forecast would make HiGHS fail obscurely (or plan nonsense): name the rows instead."""
+    for name, values in (("remaining_s", inputs.remaining_s), ("epoch_s", inputs.epoch_s),
+                         ("progress", inputs.progress), ("epochs", inputs.epochs), ("weights", fairness.weights)):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(values, dtype=float)))
+        if len(bad):
+            raise SolverFailure(f"the market's {name} is non-finite for job rows {bad[:5].tolist()}")
+    if np.isnan(fairness.leftover_ub).any():
+        raise SolverFailure("the market's fairness bound is NaN")
 
 
 def _solver(lp: highspy.HighsLp, config: ShockwaveConfig) -> highspy.Highs:
