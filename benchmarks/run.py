@@ -56,9 +56,14 @@ def _one(case: Case, policy: str, queue: mp.Queue) -> None:
 
     config = ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{case.config}.json")
     started = time.perf_counter()
-    result, _ = simulate(REFERENCE / "traces" / case.trace, policy, ClusterSpec(case.gpus), preset("reference"),
-                         REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json",
-                         config if policy == "shockwave" else None)
+    result, _ = simulate(
+        REFERENCE / "traces" / case.trace,
+        policy,
+        ClusterSpec(case.gpus),
+        preset("reference"),
+        REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json",
+        config if policy == "shockwave" else None,
+    )
     wall = time.perf_counter() - started
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put((wall, peak_mib, result))
@@ -66,11 +71,23 @@ def _one(case: Case, policy: str, queue: mp.Queue) -> None:
 
 def _row(name: str, case: Case, policy: str, wall: float, peak: float, result: dict[str, Any]) -> list[str]:
     solver = result.get("solver")
-    latency = ([str(solver["solves"]), f"{solver['p50_s']:.3f}", f"{solver['p95_s']:.3f}", f"{solver['max_s']:.3f}"]
-               if solver else ["", "", "", ""])
-    return [f"{name} jobs", str(case.gpus), policy, f"{wall:.2f}", f"{peak:.0f}", f"{result['makespan_s']:.0f}",
-            f"{result['avg_jct_s']:.0f}", f"{result['worst_ftf']:.2f}", f"{100 * result['unfair_fraction']:.1f}",
-            *latency]
+    latency = (
+        [str(solver["solves"]), f"{solver['p50_s']:.3f}", f"{solver['p95_s']:.3f}", f"{solver['max_s']:.3f}"]
+        if solver
+        else ["", "", "", ""]
+    )
+    return [
+        f"{name} jobs",
+        str(case.gpus),
+        policy,
+        f"{wall:.2f}",
+        f"{peak:.0f}",
+        f"{result['makespan_s']:.0f}",
+        f"{result['avg_jct_s']:.0f}",
+        f"{result['worst_ftf']:.2f}",
+        f"{100 * result['unfair_fraction']:.1f}",
+        *latency,
+    ]
 
 
 def main() -> None:
@@ -82,10 +99,25 @@ def main() -> None:
     args = parser.parse_args()
     if not REFERENCE.exists():
         sys.exit(f"reference data not found at {REFERENCE}")
-    table = Table(title="simulation wall time, peak memory and Shockwave's solver latency per re-solve "
-                  "(reference mechanics, one process per run)")
-    for column in ("trace", "GPUs", "policy", "wall s", "peak MiB", "makespan s", "avg JCT s", "worst rho",
-                   "unfair %", "solves", "p50 s", "p95 s", "max s"):
+    table = Table(
+        title="simulation wall time, peak memory and Shockwave's solver latency per re-solve "
+        "(reference mechanics, one process per run)"
+    )
+    for column in (
+        "trace",
+        "GPUs",
+        "policy",
+        "wall s",
+        "peak MiB",
+        "makespan s",
+        "avg JCT s",
+        "worst rho",
+        "unfair %",
+        "solves",
+        "p50 s",
+        "p95 s",
+        "max s",
+    ):
         table.add_column(column, justify="left" if column in ("trace", "policy") else "right")
     ctx = mp.get_context("spawn")
     for name in args.traces.split(","):

@@ -23,8 +23,9 @@ def published(reference: Path) -> dict[str, Any]:
     return json.loads((reference / "published_canonical.json").read_text())
 
 
-@pytest.mark.parametrize("policy", ["gandiva_fair", "max_min_fairness", "min_total_duration",
-                                    "max_sum_throughput_perf"])
+@pytest.mark.parametrize(
+    "policy", ["gandiva_fair", "max_min_fairness", "min_total_duration", "max_sum_throughput_perf"]
+)
 def test_deterministic_baselines_match_published_exactly(policy: str, reference: Path, published: dict) -> None:
     traces, tacc = reference / "traces", reference / "throughputs" / "tacc_throughputs.json"
     trace = next(traces.glob("120_*.trace"))
@@ -42,8 +43,7 @@ def test_deterministic_baselines_match_published_exactly(policy: str, reference:
 
 
 @pytest.mark.parametrize(("policy", "tolerance"), [("allox", 0.01), ("finish_time_fairness", 0.025)])
-def test_solver_dependent_baselines_are_close(policy: str, tolerance: float, reference: Path,
-                                              published: dict) -> None:
+def test_solver_dependent_baselines_are_close(policy: str, tolerance: float, reference: Path, published: dict) -> None:
     trace = next((reference / "traces").glob("120_*.trace"))
     result = run(trace, reference / "throughputs" / "tacc_throughputs.json", policy)
     expected = published["policies"][policy]

@@ -11,8 +11,9 @@ from conftest import CANONICAL_TRACE
 
 
 def shockwave(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True, cwd=cwd, check=False
+    )
 
 
 def test_version_and_help() -> None:
@@ -21,9 +22,29 @@ def test_version_and_help() -> None:
 
 
 def test_generate_regenerates_canonical_trace(tmp_path: Path, tacc_path: Path, canonical_trace: Path) -> None:
-    result = shockwave("trace", "generate", "--jobs", 120, "--min-hours", 0.2, "--max-hours", 5, "--num-durations",
-                       100, "--lam", 40, "--seed", 25, "--mode-mix", "0,0.5,0.5", "--gpu-mix", "0.6,0.3,0.09,0.01",
-                       "--throughputs", tacc_path, cwd=tmp_path)
+    result = shockwave(
+        "trace",
+        "generate",
+        "--jobs",
+        120,
+        "--min-hours",
+        0.2,
+        "--max-hours",
+        5,
+        "--num-durations",
+        100,
+        "--lam",
+        40,
+        "--seed",
+        25,
+        "--mode-mix",
+        "0,0.5,0.5",
+        "--gpu-mix",
+        "0.6,0.3,0.09,0.01",
+        "--throughputs",
+        tacc_path,
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / CANONICAL_TRACE).read_bytes() == canonical_trace.read_bytes()
 
@@ -33,8 +54,18 @@ def test_check_json(tmp_path: Path, tacc_path: Path, canonical_trace: Path) -> N
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert len(data["jobs"]) == 120
-    assert set(data["jobs"][0]) == {"id", "model", "batch_size", "scale_factor", "mode", "arrival_s", "total_steps",
-                                    "epochs", "t_isolated_s", "batch_sizes"}
+    assert set(data["jobs"][0]) == {
+        "id",
+        "model",
+        "batch_size",
+        "scale_factor",
+        "mode",
+        "arrival_s",
+        "total_steps",
+        "epochs",
+        "t_isolated_s",
+        "batch_sizes",
+    }
     summary = data["summary"]
     assert summary["jobs"] == 120
     assert summary["modes"] == {"accordion": 59, "gns": 57, "static": 4}  # spec §1.3

@@ -19,8 +19,13 @@ REFERENCE_TRACES = sorted(p.name for p in require_reference("traces").iterdir())
 def params_from_name(name: str) -> GeneratorParams:
     jobs, lo, hi, n, lam, seed, modes, gpus, *_ = name.split("_")
     return GeneratorParams(
-        jobs=int(jobs), min_hours=float(lo), max_hours=float(hi), num_durations=int(n), lam=float(lam),
-        seed=int(seed), mode_mix=tuple(map(float, modes.split(","))),  # type: ignore[arg-type]
+        jobs=int(jobs),
+        min_hours=float(lo),
+        max_hours=float(hi),
+        num_durations=int(n),
+        lam=float(lam),
+        seed=int(seed),
+        mode_mix=tuple(map(float, modes.split(","))),  # type: ignore[arg-type]
         gpu_mix=tuple(map(float, gpus.split(","))),  # type: ignore[arg-type]
     )
 

@@ -45,8 +45,9 @@ def instance(seed: int, jobs: int, rounds: int, gpus: int) -> tuple[MarketInputs
     return inputs, Fairness(np.full(jobs, np.inf), rng.uniform(1, 5, jobs))
 
 
-def evaluate(inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfig,
-             counts: np.ndarray) -> tuple[float, float, float] | None:
+def evaluate(
+    inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfig, counts: np.ndarray
+) -> tuple[float, float, float] | None:
     """(welfare W, makespan term M in rounds, objective) of the best plan with these counts; None if infeasible."""
     t, n, h = inputs.round_s, inputs.jobs, inputs.rounds
     epochs_per_round = np.divide(t, inputs.epoch_s, out=np.zeros(n), where=inputs.epoch_s > 0)
@@ -74,22 +75,27 @@ def aggregate_plans(inputs: MarketInputs) -> list[np.ndarray]:
 def per_round_plans(inputs: MarketInputs) -> list[np.ndarray]:
     """Counts of every 0/1 layout with per-round capacity (the reference's formulation)."""
     n, h = inputs.jobs, inputs.rounds
-    fits = [set_ for set_ in itertools.product((0, 1), repeat=n)
-            if np.array(set_) @ inputs.scale_factors <= inputs.gpus]
+    fits = [
+        set_ for set_ in itertools.product((0, 1), repeat=n) if np.array(set_) @ inputs.scale_factors <= inputs.gpus
+    ]
     plans = {tuple(np.sum(rows, axis=0)) for rows in itertools.product(fits, repeat=h)}
     return [np.array(p) for p in plans if (np.array(p) <= inputs.round_cap).all()]
 
 
-def brute_force(inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfig,
-                plans: list[np.ndarray]) -> tuple[float, float] | None:
+def brute_force(
+    inputs: MarketInputs, fairness: Fairness, config: ShockwaveConfig, plans: list[np.ndarray]
+) -> tuple[float, float] | None:
     """(best objective, best completion score among plans within the second solve's guards)."""
     scored = [(c, v) for c in plans if (v := evaluate(inputs, fairness, config, c)) is not None]
     if not scored:
         return None
     _, (w1, m1, best) = max(scored, key=lambda cv: cv[1][2])
     completion = 1.0 / inputs.round_cap.astype(float) ** 2
-    guarded = [c @ completion for c, (w, m, _) in scored
-               if w >= w1 - config.welfare_slack * abs(w1) - 1e-9 and m <= m1 * (1 + config.solver_rel_gap) + 1e-9]
+    guarded = [
+        c @ completion
+        for c, (w, m, _) in scored
+        if w >= w1 - config.welfare_slack * abs(w1) - 1e-9 and m <= m1 * (1 + config.solver_rel_gap) + 1e-9
+    ]
     return best, max(guarded)
 
 
@@ -166,9 +172,12 @@ def test_log_segments_interpolate_the_breakpoints() -> None:
 def test_a_job_with_nothing_left_is_planned_without_nan() -> None:
     """The reference's zero-remaining job (progress = epochs, spec notes on job 35) must not poison the model."""
     inputs, fairness = instance(5, jobs=4, rounds=4, gpus=4)
-    done = replace(inputs, progress=np.where(np.arange(4) == 0, inputs.epochs, inputs.progress),
-                   remaining_s=np.where(np.arange(4) == 0, 0.0, inputs.remaining_s),
-                   epoch_s=np.where(np.arange(4) == 0, 0.0, inputs.epoch_s))
+    done = replace(
+        inputs,
+        progress=np.where(np.arange(4) == 0, inputs.epochs, inputs.progress),
+        remaining_s=np.where(np.arange(4) == 0, 0.0, inputs.remaining_s),
+        epoch_s=np.where(np.arange(4) == 0, 0.0, inputs.epoch_s),
+    )
     solution = solve_market(done, CONFIG, fairness)
     best, _ = brute_force(done, fairness, CONFIG, aggregate_plans(done))
     assert solution.objective == pytest.approx(best, abs=1e-6)

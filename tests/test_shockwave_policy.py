@@ -30,8 +30,13 @@ def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def run(trace: Path, config: ShockwaveConfig | None = None, gpus: int = 8, mechanics: str = "corrected",
-        throughputs: Path | None = None) -> dict[str, Any]:
+def run(
+    trace: Path,
+    config: ShockwaveConfig | None = None,
+    gpus: int = 8,
+    mechanics: str = "corrected",
+    throughputs: Path | None = None,
+) -> dict[str, Any]:
     result, _ = simulate(trace, "shockwave", ClusterSpec(gpus), preset(mechanics), throughputs, config)
     return result
 
@@ -47,24 +52,28 @@ def test_defaults_are_the_tacc_32gpus_file() -> None:
     assert ShockwaveConfig.from_json(path) == ShockwaveConfig()
 
 
-@pytest.mark.parametrize("name", ["tacc_32gpus", "scale_64gpus", "scale_128gpus", "scale_256gpus",
-                                  "shockwave_example_config"])
+@pytest.mark.parametrize(
+    "name", ["tacc_32gpus", "scale_64gpus", "scale_128gpus", "scale_256gpus", "shockwave_example_config"]
+)
 def test_every_reference_configuration_loads(name: str) -> None:
     config = ShockwaveConfig.from_json(require_reference("configurations", f"{name}.json"))
     assert config.future_rounds == 20 and config.to_json()["lambda"] == config.lam
 
 
-@pytest.mark.parametrize(("raw", "field", "words"), [
-    ({"future_round": 20}, "future_round", "unknown key"),
-    ({"k": -1}, "k", "must be >= 0"),
-    ({"lambda": True}, "lambda", "finite number"),
-    ({"rhomax": float("nan")}, "rhomax", "finite number"),
-    ({"future_rounds": 2.5}, "future_rounds", "integer"),
-    ({"solver_timeout": 0}, "solver_timeout", "> 0"),
-    ({"log_approximation_bases": [0.0, 0.5, 0.4, 1.0]}, "log_approximation_bases", "increase strictly"),
-    ({"log_approximation_bases": [0.1, 1.0]}, "log_approximation_bases", "from 0.0 to 1.0"),
-    ({"welfare_slack": 2}, "welfare_slack", "[0, 1]"),
-])
+@pytest.mark.parametrize(
+    ("raw", "field", "words"),
+    [
+        ({"future_round": 20}, "future_round", "unknown key"),
+        ({"k": -1}, "k", "must be >= 0"),
+        ({"lambda": True}, "lambda", "finite number"),
+        ({"rhomax": float("nan")}, "rhomax", "finite number"),
+        ({"future_rounds": 2.5}, "future_rounds", "integer"),
+        ({"solver_timeout": 0}, "solver_timeout", "> 0"),
+        ({"log_approximation_bases": [0.0, 0.5, 0.4, 1.0]}, "log_approximation_bases", "increase strictly"),
+        ({"log_approximation_bases": [0.1, 1.0]}, "log_approximation_bases", "from 0.0 to 1.0"),
+        ({"welfare_slack": 2}, "welfare_slack", "[0, 1]"),
+    ],
+)
 def test_bad_configuration_names_file_and_field(tmp_path: Path, raw: dict, field: str, words: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(raw))
@@ -81,15 +90,17 @@ def test_config_cli_errors_exit_2(tmp_path: Path, small_trace: Path) -> None:
     assert result.returncode == 2 and "unknown key 'horizon'" in result.stderr and str(bad) in result.stderr
     result = shockwave("simulate", "--trace", small_trace, "--policy", "gavel", "--gpus", 8, "--config", bad)
     assert result.returncode == 2 and "has none" in result.stderr
-    missing = shockwave("simulate", "--trace", small_trace, "--policy", "shockwave", "--gpus", 8, "--config",
-                        tmp_path / "nope.json")
+    missing = shockwave(
+        "simulate", "--trace", small_trace, "--policy", "shockwave", "--gpus", 8, "--config", tmp_path / "nope.json"
+    )
     assert missing.returncode == 2 and "not found" in missing.stderr
 
 
 # -- behaviour -------------------------------------------------------------------------------------------------------
 def test_simulate_json_reports_solver_latency(small_trace: Path) -> None:
-    result = shockwave("simulate", "--trace", small_trace, "--policy", "shockwave", "--gpus", 8,
-                       "--mechanics", "corrected", "--json")
+    result = shockwave(
+        "simulate", "--trace", small_trace, "--policy", "shockwave", "--gpus", 8, "--mechanics", "corrected", "--json"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     solver = data["solver"]

@@ -108,7 +108,9 @@ def test_equal_share_and_fair_finish_estimate() -> None:
 
 def test_projected_ratio_priorities_and_deadlines() -> None:
     view = FairnessView(
-        now_s=1000.0, share=0.5, round_s=120.0,
+        now_s=1000.0,
+        share=0.5,
+        round_s=120.0,
         submit_s=np.array([0.0, 0.0, 900.0, 0.0]),
         targets_s=np.array([2000.0, 1000.0, 1100.0, 1000.0]),
         remaining_s=np.array([400.0, 600.0, 50.0, 600.0]),
@@ -121,5 +123,6 @@ def test_projected_ratio_priorities_and_deadlines() -> None:
     assert view.urgency(lam=2.0, rhomax=1.0)[3] == pytest.approx(100 * np.log(2.2))
     # Late: the deadline (= target at rhomax 1) falls before now + R even running alone.
     assert view.late(rhomax=1.0).tolist() == [False, True, False, True]
-    assert view.leftover_bound(rhomax=1.0, window_end_s=1500.0) == pytest.approx(0.5 * np.array(
-        [500.0, -500.0, -400.0, -500.0]) / 120)
+    assert view.leftover_bound(rhomax=1.0, window_end_s=1500.0) == pytest.approx(
+        0.5 * np.array([500.0, -500.0, -400.0, -500.0]) / 120
+    )

@@ -21,8 +21,20 @@ from shockwave.workload.trace import TraceJob, write_trace
 
 def job(model: str, bs: int, steps: int, arrival: float, sf: int = 1, mode: str = "static") -> TraceJob:
     fam = FAMILIES[model]
-    return TraceJob(fam.job_type(bs), fam.launch_command(bs), fam.working_directory, fam.num_steps_arg, True, steps,
-                    sf, mode, 1.0, -1.0, 100, arrival)
+    return TraceJob(
+        fam.job_type(bs),
+        fam.launch_command(bs),
+        fam.working_directory,
+        fam.num_steps_arg,
+        True,
+        steps,
+        sf,
+        mode,
+        1.0,
+        -1.0,
+        100,
+        arrival,
+    )
 
 
 def trace_file(tmp_path: Path, *jobs: TraceJob) -> Path:
@@ -34,8 +46,9 @@ def trace_file(tmp_path: Path, *jobs: TraceJob) -> Path:
 def test_lone_job_runs_at_its_isolated_speed(tmp_path: Path) -> None:
     rate = BuiltinThroughputs().throughput("ResNet-18", 64, 2)
     steps = int(rate * 1000)
-    result, _ = simulate(trace_file(tmp_path, job("ResNet-18", 64, steps, 0, sf=2)), "gavel", ClusterSpec(4),
-                         preset("reference"))
+    result, _ = simulate(
+        trace_file(tmp_path, job("ResNet-18", 64, steps, 0, sf=2)), "gavel", ClusterSpec(4), preset("reference")
+    )
     assert result["makespan_s"] == pytest.approx(steps / rate, rel=1e-9)  # never preempted: no restart cost
     # T_iso counts whole epochs (D / bs per epoch), so a job alone finishes at or just under rho = 1.
     assert 0.95 < result["jobs"][0]["ftf"] <= 1.0
@@ -69,8 +82,11 @@ def test_restart_cost_is_charged_after_waiting(tmp_path: Path) -> None:
 def test_adaptive_jobs_change_batch_size(tmp_path: Path) -> None:
     lm = FAMILIES["LM"]
     # LM bs5 GNS doubles at epochs 31, 41, 61, 71; LM bs10 Accordion leaves its critical regime after epoch 10.
-    path = trace_file(tmp_path, job("LM", 5, lm.iterations_per_epoch(5) * 80, 0, mode="gns"),
-                      job("LM", 10, lm.iterations_per_epoch(10) * 40, 0, mode="accordion"))
+    path = trace_file(
+        tmp_path,
+        job("LM", 5, lm.iterations_per_epoch(5) * 80, 0, mode="gns"),
+        job("LM", 10, lm.iterations_per_epoch(10) * 40, 0, mode="accordion"),
+    )
     result, _ = simulate(path, "gavel", ClusterSpec(2), preset("reference"))
     assert [j["batch_size_changes"] for j in result["jobs"]] == [4, 1]
 
@@ -99,8 +115,10 @@ def test_consolidation_packs_gangs_on_one_server() -> None:
         (lambda p: ClusterSpec(0), "--gpus must be >= 1"),
         (lambda p: Mechanics(name="x", round_seconds=0), "--round-seconds must be > 0"),
         (lambda p: preset("fast"), "unknown mechanics"),
-        (lambda p: simulate(p.with_name("missing.trace"), "gavel", ClusterSpec(4), preset("reference")),
-         "trace file not found"),
+        (
+            lambda p: simulate(p.with_name("missing.trace"), "gavel", ClusterSpec(4), preset("reference")),
+            "trace file not found",
+        ),
     ],
 )
 def test_bad_input(tmp_path: Path, build, words: str) -> None:  # type: ignore[no-untyped-def]
@@ -110,21 +128,36 @@ def test_bad_input(tmp_path: Path, build, words: str) -> None:  # type: ignore[n
 
 
 def shockwave(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True, check=False
+    )
 
 
 def test_simulate_json_contract_and_out_dir(tmp_path: Path) -> None:
     path = trace_file(tmp_path, job("LM", 20, 20000, 0), job("ResNet-50", 32, 3000, 30, sf=2))
-    result = shockwave("simulate", "--trace", path, "--policy", "themis", "--gpus", 2, "--json", "--out",
-                       tmp_path / "out")
+    result = shockwave(
+        "simulate", "--trace", path, "--policy", "themis", "--gpus", 2, "--json", "--out", tmp_path / "out"
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
-    for key in ("policy", "trace", "gpus", "mechanics", "round_seconds", "makespan_s", "avg_jct_s", "worst_ftf",
-                "unfair_fraction", "utilization", "num_rounds", "makespan_lower_bound_s", "wall_seconds", "jobs"):
+    for key in (
+        "policy",
+        "trace",
+        "gpus",
+        "mechanics",
+        "round_seconds",
+        "makespan_s",
+        "avg_jct_s",
+        "worst_ftf",
+        "unfair_fraction",
+        "utilization",
+        "num_rounds",
+        "makespan_lower_bound_s",
+        "wall_seconds",
+        "jobs",
+    ):
         assert key in data
-    assert set(data["jobs"][0]) == {"id", "arrival_s", "finish_s", "jct_s", "t_isolated_s", "ftf",
-                                    "batch_size_changes"}
+    assert set(data["jobs"][0]) == {"id", "arrival_s", "finish_s", "jct_s", "t_isolated_s", "ftf", "batch_size_changes"}
     assert data["policy"] == "finish_time_fairness"
     assert json.loads((tmp_path / "out" / "result.json").read_text())["makespan_s"] == data["makespan_s"]
     rows = (tmp_path / "out" / "rounds.csv").read_text().splitlines()
@@ -153,8 +186,9 @@ def test_simulate_bad_input_exits_nonzero(tmp_path: Path, args: tuple[str, ...],
 
 
 def test_demo_compares_every_policy(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "shockwave", "demo", "--out", str(tmp_path)], capture_output=True,
-                            text=True, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "shockwave", "demo", "--out", str(tmp_path)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
     for name in ("max_min_fairness", "finish_time_fairness", "min_total_duration", "allox", "gandiva_fair", "fifo"):
         assert name in result.stdout

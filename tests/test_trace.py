@@ -12,13 +12,27 @@ from shockwave.errors import InputError
 from shockwave.workload.throughput import TableThroughputs
 from shockwave.workload.trace import TraceError, format_line, read_trace
 
-GOOD = ("ResNet-18 (batch size 32)\tpython3 main.py --data_dir=%s/cifar10 --batch_size 32\t"
-        "image_classification/cifar10\t--num_steps\t1\t143450\t1\taccordion\t1\t-1.000000\t3338\t55")
+GOOD = (
+    "ResNet-18 (batch size 32)\tpython3 main.py --data_dir=%s/cifar10 --batch_size 32\t"
+    "image_classification/cifar10\t--num_steps\t1\t143450\t1\taccordion\t1\t-1.000000\t3338\t55"
+)
 
 
 def fields(**changes: str) -> str:
-    names = ["job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir", "total_steps",
-             "scale_factor", "mode", "priority_weight", "SLO", "duration", "arrival_time"]
+    names = [
+        "job_type",
+        "command",
+        "working_directory",
+        "num_steps_arg",
+        "needs_data_dir",
+        "total_steps",
+        "scale_factor",
+        "mode",
+        "priority_weight",
+        "SLO",
+        "duration",
+        "arrival_time",
+    ]
     values = dict(zip(names, GOOD.split("\t"), strict=True))
     values.update(changes)
     return "\t".join(values.values())

@@ -63,8 +63,14 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
 
 @trace_app.command("generate")
 def trace_generate(
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Output file; default: the conventional "
-                                                "name (every knob in it) in the current folder.")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Output file; default: the conventional name (every knob in it) in the current folder.",
+        ),
+    ] = None,
     jobs: Annotated[int, typer.Option("--jobs", help="Number of jobs.")] = 120,
     min_hours: Annotated[float, typer.Option("--min-hours", help="Shortest candidate duration (hours).")] = 0.2,
     max_hours: Annotated[float, typer.Option("--max-hours", help="Longest candidate duration (hours).")] = 5.0,
@@ -77,8 +83,14 @@ def trace_generate(
 ) -> None:
     """Generate a synthetic trace (the reference generator's sampling, so released traces regenerate exactly)."""
     params = GeneratorParams(
-        jobs=jobs, min_hours=min_hours, max_hours=max_hours, num_durations=num_durations, lam=lam, seed=seed,
-        mode_mix=_floats(mode_mix, "--mode-mix"), gpu_mix=_floats(gpu_mix, "--gpu-mix"),  # type: ignore[arg-type]
+        jobs=jobs,
+        min_hours=min_hours,
+        max_hours=max_hours,
+        num_durations=num_durations,
+        lam=lam,
+        seed=seed,
+        mode_mix=_floats(mode_mix, "--mode-mix"),
+        gpu_mix=_floats(gpu_mix, "--gpu-mix"),  # type: ignore[arg-type]
     )
     tm = load_throughputs(throughputs)
     path = output or Path(params.file_name())
@@ -116,10 +128,20 @@ def simulate_cmd(
     gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
     throughputs: ThroughputsOpt = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
-    mechanics: Annotated[str, typer.Option("--mechanics", help="reference (published artifact, quirks included) "
-                                           "or corrected (its known defects fixed).")] = "reference",
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (a reference "
-                                                "configurations/*.json); default: the tacc_32gpus values.")] = None,
+    mechanics: Annotated[
+        str,
+        typer.Option(
+            "--mechanics",
+            help="reference (published artifact, quirks included) or corrected (its known defects fixed).",
+        ),
+    ] = "reference",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Shockwave hyperparameters (a reference configurations/*.json); default: the tacc_32gpus values.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
 ) -> None:
@@ -132,8 +154,9 @@ def simulate_cmd(
     from shockwave.simulator.run import simulate
 
     if config is not None and canonical_name(policy) != "shockwave":
-        raise InputError(f"--config sets Shockwave's hyperparameters; policy {canonical_name(policy)!r} has none",
-                         path=config)
+        raise InputError(
+            f"--config sets Shockwave's hyperparameters; policy {canonical_name(policy)!r} has none", path=config
+        )
     mech = preset(mechanics).with_round_seconds(round_seconds)
     cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
     hyper = ShockwaveConfig.from_json(config) if config is not None else None
@@ -146,8 +169,16 @@ def simulate_cmd(
         print_run_summary(out, result)
 
 
-DEMO_POLICIES = ("shockwave", "max_min_fairness", "finish_time_fairness", "min_total_duration",
-                 "max_sum_throughput_perf", "allox", "gandiva_fair", "fifo")
+DEMO_POLICIES = (
+    "shockwave",
+    "max_min_fairness",
+    "finish_time_fairness",
+    "min_total_duration",
+    "max_sum_throughput_perf",
+    "allox",
+    "gandiva_fair",
+    "fifo",
+)
 
 
 @app.command("demo")

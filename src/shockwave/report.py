@@ -42,8 +42,10 @@ def print_trace_summary(console: Console, trace: Path, summary: dict[str, Any]) 
 
 
 def print_run_summary(console: Console, result: dict[str, Any]) -> None:
-    title = (f"{result['policy']} on {Path(result['trace']).name}: {result['gpus']} GPUs, "
-             f"{result['round_seconds']:g} s rounds, {result['mechanics']} mechanics")
+    title = (
+        f"{result['policy']} on {Path(result['trace']).name}: {result['gpus']} GPUs, "
+        f"{result['round_seconds']:g} s rounds, {result['mechanics']} mechanics"
+    )
     table = Table(title=title, show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
@@ -66,8 +68,10 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
 
 
 def _solver_line(stats: dict[str, Any]) -> str:
-    line = (f"{stats['solves']}, latency p50 {stats['p50_s']:.2f} s / p95 {stats['p95_s']:.2f} s / "
-            f"max {stats['max_s']:.2f} s; {stats['infeasible']} with fairness relaxed")
+    line = (
+        f"{stats['solves']}, latency p50 {stats['p50_s']:.2f} s / p95 {stats['p95_s']:.2f} s / "
+        f"max {stats['max_s']:.2f} s; {stats['infeasible']} with fairness relaxed"
+    )
     if stats["fallbacks"] or stats["timeouts"]:
         line += f"; {stats['fallbacks']} fallbacks, {stats['timeouts']} timeouts"
     return line
@@ -90,13 +94,33 @@ def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
 def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
     """One row per policy; makespan also as a multiple of the physical lower bound."""
     first = results[0]
-    table = Table(title=f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
-                  f"{first['mechanics']} mechanics", title_justify="left")
-    for column in ("policy", "makespan s", "x bound", "avg JCT s", "worst rho", "unfair %", "util %", "rounds",
-                   "wall s"):
+    table = Table(
+        title=f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
+        f"{first['mechanics']} mechanics",
+        title_justify="left",
+    )
+    for column in (
+        "policy",
+        "makespan s",
+        "x bound",
+        "avg JCT s",
+        "worst rho",
+        "unfair %",
+        "util %",
+        "rounds",
+        "wall s",
+    ):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for r in results:
-        table.add_row(r["policy"], f"{r['makespan_s']:.0f}", f"{r['makespan_s'] / r['makespan_lower_bound_s']:.2f}",
-                      f"{r['avg_jct_s']:.0f}", f"{r['worst_ftf']:.2f}", f"{100 * r['unfair_fraction']:.1f}",
-                      f"{100 * r['utilization']:.1f}", str(r["num_rounds"]), f"{r['wall_seconds']:.2f}")
+        table.add_row(
+            r["policy"],
+            f"{r['makespan_s']:.0f}",
+            f"{r['makespan_s'] / r['makespan_lower_bound_s']:.2f}",
+            f"{r['avg_jct_s']:.0f}",
+            f"{r['worst_ftf']:.2f}",
+            f"{100 * r['unfair_fraction']:.1f}",
+            f"{100 * r['utilization']:.1f}",
+            str(r["num_rounds"]),
+            f"{r['wall_seconds']:.2f}",
+        )
     console.print(table)

@@ -48,8 +48,9 @@ class Allocator(Protocol):
 
 
 class GavelPolicy(Policy):
-    def __init__(self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0,
-                 skip_unallocated: bool = False) -> None:
+    def __init__(
+        self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, skip_unallocated: bool = False
+    ) -> None:
         self.allocator = allocator
         self.name = allocator.name
         self.min_realloc_interval_s = min_realloc_interval_s

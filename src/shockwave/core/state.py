@@ -35,8 +35,16 @@ class JobState:
     @classmethod
     def admit(cls, job_id: int, spec: TraceJob, profile: JobProfile, throughput: float) -> JobState:
         model, bs = spec.model, spec.batch_size
-        return cls(id=job_id, spec=spec, family=family(model), profile=profile, throughput=throughput,
-                   initial_batch_size=bs, batch_size=bs, total_steps=spec.total_steps)
+        return cls(
+            id=job_id,
+            spec=spec,
+            family=family(model),
+            profile=profile,
+            throughput=throughput,
+            initial_batch_size=bs,
+            batch_size=bs,
+            total_steps=spec.total_steps,
+        )
 
     @property
     def arrival_s(self) -> float:

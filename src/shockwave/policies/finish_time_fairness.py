@@ -27,8 +27,7 @@ class FinishTimeFairness:
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
         share = inputs.gpus / len(inputs.job_ids)
-        iso_x = {j: (share / inputs.scale_factors[j]) / max(share / inputs.scale_factors[j], 1)
-                 for j in inputs.job_ids}
+        iso_x = {j: (share / inputs.scale_factors[j]) / max(share / inputs.scale_factors[j], 1) for j in inputs.job_ids}
         iso_rate = {j: inputs.throughputs[j] * iso_x[j] for j in inputs.job_ids}
         for j in inputs.job_ids:
             self.isolated_time.setdefault(j, 0.0)
@@ -41,8 +40,9 @@ class FinishTimeFairness:
         thr = column(inputs, inputs.throughputs)[:, 0]
         remaining = np.array([float(inputs.remaining_steps[j]) for j in inputs.job_ids])
         since = np.array([inputs.times_since_start[j] for j in inputs.job_ids])
-        t_iso = np.array([self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j]
-                          for j in inputs.job_ids])
+        t_iso = np.array(
+            [self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j] for j in inputs.job_ids]
+        )
         x = cp.Variable((len(inputs.job_ids), 1))
         t = cp.Variable()
         constraints = base_constraints(x, column(inputs, inputs.scale_factors), inputs.gpus)

@@ -25,8 +25,10 @@ class MinTotalDuration:
 
         def feasible(horizon: float) -> cp.Variable | None:
             x = cp.Variable(thr.shape)
-            constraints = [*base_constraints(x, sf, inputs.gpus),
-                           cp.sum(cp.multiply(thr, x), axis=1) >= remaining / horizon]
+            constraints = [
+                *base_constraints(x, sf, inputs.gpus),
+                cp.sum(cp.multiply(thr, x), axis=1) >= remaining / horizon,
+            ]
             problem = cp.Problem(cp.Maximize(1), constraints)
             solve(problem)
             return x if problem.status == "optimal" else None

@@ -47,8 +47,9 @@ def canonical_name(name: str) -> str:
     return name
 
 
-def make_policy(name: str, *, min_realloc_interval_s: float = 1000.0,
-                shockwave_config: ShockwaveConfig | None = None) -> Policy:
+def make_policy(
+    name: str, *, min_realloc_interval_s: float = 1000.0, shockwave_config: ShockwaveConfig | None = None
+) -> Policy:
     """A fresh policy; Gavel-style ones recompute at most every `min_realloc_interval_s` simulated seconds."""
     name = canonical_name(name)
     if name == "shockwave" and shockwave_config is not None:

@@ -62,8 +62,13 @@ class Simulator:
     ) -> None:
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
-        self.view = SchedulerView(now=jobs[0].arrival if jobs else 0.0, round_index=0,
-                                  round_seconds=mechanics.round_seconds, cluster=cluster, jobs={})
+        self.view = SchedulerView(
+            now=jobs[0].arrival if jobs else 0.0,
+            round_index=0,
+            round_seconds=mechanics.round_seconds,
+            cluster=cluster,
+            jobs={},
+        )
         self.queue = deque(range(len(jobs)))
         self.finished: dict[int, JobState] = {}
         self.running: list[Launch] = []
@@ -94,8 +99,11 @@ class Simulator:
         job, m = launch.job, self.mechanics
         exec_s = launch.finish - self.round_start
         factor = 1.0
-        if previous is not None and job.id not in previous and exec_s != 0 and exec_s > m.round_seconds - (
-            m.restart_cost_margin_s
+        if (
+            previous is not None
+            and job.id not in previous
+            and exec_s != 0
+            and exec_s > m.round_seconds - (m.restart_cost_margin_s)
         ):
             factor = (exec_s - m.restart_cost_s) / exec_s
             exec_s -= m.restart_cost_s
@@ -129,8 +137,9 @@ class Simulator:
         if new_bs is None or job.initial_batch_size == job.family.max_batch_size:
             return
         try:
-            job.throughput = self.throughputs.throughput(job.family.name, new_bs, job.scale_factor,
-                                                         self.cluster.gpu_type)
+            job.throughput = self.throughputs.throughput(
+                job.family.name, new_bs, job.scale_factor, self.cluster.gpu_type
+            )
         except UnknownThroughput:
             return  # the reference ignores switches to batch sizes it has no throughput for
         rescale_to_batch_size(job, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
@@ -162,8 +171,12 @@ class Simulator:
         chosen = self.policy.plan(self.view)
         jobs = self.view.jobs
         previous = self.placements[-1] if self.placements else {}
-        placement = place([(j, jobs[j].scale_factor) for j in chosen], previous, self.cluster,
-                          consolidate=self.mechanics.consolidate_gangs)
+        placement = place(
+            [(j, jobs[j].scale_factor) for j in chosen],
+            previous,
+            self.cluster,
+            consolidate=self.mechanics.consolidate_gangs,
+        )
         self.placements.append(placement)
         now, length = self.view.now, self.mechanics.round_seconds
         self.running = []
@@ -172,8 +185,9 @@ class Simulator:
             steps = min(int(job.throughput * length), job.remaining_steps)
             finish = max(now, now + steps / job.throughput)
             self.running.append(Launch(job, steps, finish, gpus))
-        self.records.append(RoundRecord(self.view.round_index, now, len(placement),
-                                        sum(len(g) for g in placement.values())))
+        self.records.append(
+            RoundRecord(self.view.round_index, now, len(placement), sum(len(g) for g in placement.values()))
+        )
         self.view.round_index += 1
 
     def run(self) -> SimulationResult:
@@ -198,12 +212,15 @@ class Simulator:
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
         unfinished = [i for i in range(len(self.specs)) if i not in self.finished]
         if unfinished:
-            log.warning("%d job(s) never completed (the reference stops when the cluster is briefly empty; "
-                        "use --mechanics corrected): %s", len(unfinished), unfinished[:10])
+            log.warning(
+                "%d job(s) never completed (the reference stops when the cluster is briefly empty; "
+                "use --mechanics corrected): %s",
+                len(unfinished),
+                unfinished[:10],
+            )
         done = [self.finished[i] for i in sorted(self.finished)]
         outcomes = [
-            JobOutcome(j.id, j.arrival_s, j.last_finish_s, j.profile.t_isolated, j.batch_size_changes)
-            for j in done
+            JobOutcome(j.id, j.arrival_s, j.last_finish_s, j.profile.t_isolated, j.batch_size_changes) for j in done
         ]
         summary = summarize_run(
             outcomes,

@@ -28,8 +28,11 @@ def simulate(
     too_big = [(i, j.scale_factor) for i, j in enumerate(jobs) if j.scale_factor > cluster.gpus]
     if too_big:
         i, sf = too_big[0]
-        raise InputError(f"job {i} needs a gang of {sf} GPUs but the cluster has only {cluster.gpus} "
-                         f"({len(too_big)} such job(s))", path=trace, field="scale_factor")
+        raise InputError(
+            f"job {i} needs a gang of {sf} GPUs but the cluster has only {cluster.gpus} ({len(too_big)} such job(s))",
+            path=trace,
+            field="scale_factor",
+        )
     chosen = make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, shockwave_config=config)
     engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics)
     result = engine.run()

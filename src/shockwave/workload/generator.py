@@ -49,8 +49,10 @@ class GeneratorParams:
             if len(mix) != size or any(not math.isfinite(p) or p < 0 for p in mix) or abs(sum(mix) - 1) > 1e-3:
                 raise InputError(f"{flag} needs {size} non-negative probabilities summing to 1, got {mix}")
         if any(not bucket for bucket in self._buckets()):
-            raise InputError(f"--num-durations {self.num_durations} is too small: every duration bucket needs a "
-                             "candidate (use at least 5)")
+            raise InputError(
+                f"--num-durations {self.num_durations} is too small: every duration bucket needs a "
+                "candidate (use at least 5)"
+            )
 
     def _buckets(self) -> list[range]:
         n = self.num_durations
@@ -61,8 +63,10 @@ class GeneratorParams:
         """The reference naming convention: every knob that shaped the trace is in its name."""
         mix = ",".join(f"{p:g}" for p in self.mode_mix)
         gpus = ",".join(f"{p:g}" for p in self.gpu_mix)
-        return (f"{self.jobs}_{self.min_hours:g}_{self.max_hours:g}_{self.num_durations}_{self.lam:g}_{self.seed}"
-                f"_{mix}_{gpus}_multigpu_dynamic.trace")
+        return (
+            f"{self.jobs}_{self.min_hours:g}_{self.max_hours:g}_{self.num_durations}_{self.lam:g}_{self.seed}"
+            f"_{mix}_{gpus}_multigpu_dynamic.trace"
+        )
 
 
 def _pick(u: float, cumulative: list[float], inclusive: bool) -> int:
@@ -90,7 +94,10 @@ def generate(params: GeneratorParams, throughputs: ThroughputModel) -> list[Trac
     candidates = np.linspace(params.min_hours, params.max_hours, params.num_durations)
     buckets = params._buckets()
     gang_bounds, mode_bounds, bucket_bounds = (
-        _cumulative(params.gpu_mix), _cumulative(params.mode_mix), _cumulative(BUCKET_PROBABILITIES))
+        _cumulative(params.gpu_mix),
+        _cumulative(params.mode_mix),
+        _cumulative(BUCKET_PROBABILITIES),
+    )
 
     jobs: list[TraceJob] = []
     arrival = 0.0

@@ -65,8 +65,11 @@ class TableThroughputs:
                 job_type, sf = _parse_key(key, path)
                 value = values.get("null") if isinstance(values, dict) else None
                 if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-                    raise InputError(f"'null' throughput must be a finite number >= 0, got {value!r}", path=path,
-                                     field=f"{gpu_type}/{key}")
+                    raise InputError(
+                        f"'null' throughput must be a finite number >= 0, got {value!r}",
+                        path=path,
+                        field=f"{gpu_type}/{key}",
+                    )
                 if value == 0 or " (batch size " not in job_type:
                     continue  # zero marks "not measured"; Gavel's A3C/CycleGAN keys carry no batch size
                 try:

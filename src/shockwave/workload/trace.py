@@ -179,14 +179,17 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
         fields = line.split("\t")
         if len(fields) != len(COLUMNS):
             problems.append(
-                InputError(f"expected {len(COLUMNS)} tab-separated columns, found {len(fields)}", path=path,
-                           line=lineno)
+                InputError(
+                    f"expected {len(COLUMNS)} tab-separated columns, found {len(fields)}", path=path, line=lineno
+                )
             )
             continue
         parser = _LineParser(path, lineno, fields)
         job = parser.parse()
-        if not parser.problems and throughputs is not None and not knows(
-            throughputs, job.model, job.batch_size, job.scale_factor
+        if (
+            not parser.problems
+            and throughputs is not None
+            and not knows(throughputs, job.model, job.batch_size, job.scale_factor)
         ):
             parser.problem(
                 "job_type",

@@ -61,8 +61,9 @@ class ShockwaveConfig:
                 raise InputError(f"{key} {rule}, got {getattr(self, JSON_ATTRS.get(key, key))!r}", field=key)
         bases = self.log_approximation_bases
         if len(bases) < 2 or bases[0] != 0.0 or bases[-1] != 1.0 or any(a >= b for a, b in pairwise(bases)):
-            raise InputError(f"must increase strictly from 0.0 to 1.0, got {list(bases)}",
-                             field="log_approximation_bases")
+            raise InputError(
+                f"must increase strictly from 0.0 to 1.0, got {list(bases)}", field="log_approximation_bases"
+            )
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any], *, path: str | Path | None = None) -> ShockwaveConfig:
@@ -71,8 +72,7 @@ class ShockwaveConfig:
         for key, value in raw.items():
             spec = known.get(key)
             if spec is None:
-                raise InputError(f"unknown key {key!r}; known keys: {', '.join(sorted(known))}", path=path,
-                                 field=key)
+                raise InputError(f"unknown key {key!r}; known keys: {', '.join(sorted(known))}", path=path, field=key)
             values[spec.name] = _coerce(key, value, spec.type, path)
         try:
             return cls(**values)

@@ -128,8 +128,14 @@ def log_segments(bases: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     return slopes, v[:-1] - slopes * x[:-1]
 
 
-def solve_market(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, *, exact: bool = False,
-                 start: np.ndarray | None = None) -> MarketSolution | None:
+def solve_market(
+    inputs: MarketInputs,
+    config: ShockwaveConfig,
+    fairness: Fairness,
+    *,
+    exact: bool = False,
+    start: np.ndarray | None = None,
+) -> MarketSolution | None:
     """The window's plan, or None when the fairness constraints make it infeasible.
 
     `start` is a warm start (rounds per job, for instance the previous plan's). Raises SolverFailure when HiGHS
@@ -155,8 +161,9 @@ def solve_market(inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairne
     return MarketSolution(counts, objective, fairness, rounds, timed_out or second_timed_out)
 
 
-def _prefer_completion(solver: highspy.Highs, model: _Model, values: np.ndarray,
-                       config: ShockwaveConfig) -> tuple[np.ndarray, bool]:
+def _prefer_completion(
+    solver: highspy.Highs, model: _Model, values: np.ndarray, config: ShockwaveConfig
+) -> tuple[np.ndarray, bool]:
     """Second solve: keep the makespan term and most of the welfare, give rounds to jobs closest to finishing."""
     welfare = float(model.welfare @ values)
     solver.changeRowBounds(model.welfare_row, welfare - config.welfare_slack * abs(welfare), highspy.kHighsInf)
@@ -185,18 +192,37 @@ class _Model:
         self._rows = 0
         chord_jobs, chord_at, chord_slope = _chords(inputs, config)
         chord_rows = np.arange(len(chord_jobs))
-        self._add(np.concatenate([chord_rows, chord_rows]), np.concatenate([self.u + chord_jobs, chord_jobs]),
-                  np.concatenate([np.ones(len(chord_jobs)), -chord_slope]), np.full(len(chord_jobs), -inf),
-                  chord_at)
-        self._add(np.concatenate([jobs, jobs]), np.concatenate([self.leftover + jobs, jobs]),
-                  np.ones(2 * n), inputs.remaining_rounds.astype(float), np.full(n, inf))
-        self._add(np.concatenate([jobs, jobs]), np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
-                  np.concatenate([np.ones(n), -np.ones(n)]), np.zeros(n), np.full(n, inf))
+        self._add(
+            np.concatenate([chord_rows, chord_rows]),
+            np.concatenate([self.u + chord_jobs, chord_jobs]),
+            np.concatenate([np.ones(len(chord_jobs)), -chord_slope]),
+            np.full(len(chord_jobs), -inf),
+            chord_at,
+        )
+        self._add(
+            np.concatenate([jobs, jobs]),
+            np.concatenate([self.leftover + jobs, jobs]),
+            np.ones(2 * n),
+            inputs.remaining_rounds.astype(float),
+            np.full(n, inf),
+        )
+        self._add(
+            np.concatenate([jobs, jobs]),
+            np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
+            np.concatenate([np.ones(n), -np.ones(n)]),
+            np.zeros(n),
+            np.full(n, inf),
+        )
         sizes = inputs.scale_factors.astype(float)
         if exact:
             x_cols = self.x + np.arange(n * h)
-            self._add(np.concatenate([jobs, np.repeat(jobs, h)]), np.concatenate([jobs, x_cols]),
-                      np.concatenate([np.ones(n), -np.ones(n * h)]), np.zeros(n), np.zeros(n))
+            self._add(
+                np.concatenate([jobs, np.repeat(jobs, h)]),
+                np.concatenate([jobs, x_cols]),
+                np.concatenate([np.ones(n), -np.ones(n * h)]),
+                np.zeros(n),
+                np.zeros(n),
+            )
             self._add(np.tile(np.arange(h), n), x_cols, np.repeat(sizes, h), np.full(h, -inf), np.full(h, float(g)))
         else:
             self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(g * h)]))
@@ -205,8 +231,7 @@ class _Model:
         self.welfare[self.u : self.u + n] = fairness.weights / (n * h)
         self.welfare_row = self._rows
         welfare_cols = np.arange(self.u, self.u + n)
-        self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]),
-                  np.array([inf]))
+        self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]), np.array([inf]))
         self.completion = np.zeros(cols)
         self.completion[:n] = 1.0 / cap.astype(float) ** 2
 
@@ -242,8 +267,9 @@ def progress_log(inputs: MarketInputs, config: ShockwaveConfig) -> np.ndarray:
     """g_j(c): the piecewise-linear log of job j's normalised progress after c rounds, for c = 0..H (n x H+1)."""
     epochs_per_round = inputs.round_s / np.where(inputs.epoch_s > 0, inputs.epoch_s, np.inf)
     granted = np.arange(inputs.rounds + 1)
-    y = np.minimum(1.0, (inputs.progress[:, None] + granted[None, :] * epochs_per_round[:, None])
-                   / inputs.epochs[:, None])
+    y = np.minimum(
+        1.0, (inputs.progress[:, None] + granted[None, :] * epochs_per_round[:, None]) / inputs.epochs[:, None]
+    )
     slopes, intercepts = log_segments(config.log_approximation_bases)
     return np.min(y[:, :, None] * slopes + intercepts, axis=2)
 
@@ -261,16 +287,25 @@ def _chords(inputs: MarketInputs, config: ShockwaveConfig) -> tuple[np.ndarray, 
     return jobs, values[jobs, at] - slope * at, slope
 
 
-USABLE = (highspy.HighsModelStatus.kOptimal, highspy.HighsModelStatus.kTimeLimit,
-          highspy.HighsModelStatus.kInterrupt, highspy.HighsModelStatus.kSolutionLimit,
-          highspy.HighsModelStatus.kIterationLimit)
+USABLE = (
+    highspy.HighsModelStatus.kOptimal,
+    highspy.HighsModelStatus.kTimeLimit,
+    highspy.HighsModelStatus.kInterrupt,
+    highspy.HighsModelStatus.kSolutionLimit,
+    highspy.HighsModelStatus.kIterationLimit,
+)
 FEASIBLE_POINT = 2  # HiGHS's primal_solution_status for "a feasible point is known"
 
 
 def _check_finite(inputs: MarketInputs, fairness: Fairness) -> None:
     """A NaN or infinite forecast would make HiGHS fail obscurely (or plan nonsense): name the rows instead."""
-    for name, values in (("remaining_s", inputs.remaining_s), ("epoch_s", inputs.epoch_s),
-                         ("progress", inputs.progress), ("epochs", inputs.epochs), ("weights", fairness.weights)):
+    for name, values in (
+        ("remaining_s", inputs.remaining_s),
+        ("epoch_s", inputs.epoch_s),
+        ("progress", inputs.progress),
+        ("epochs", inputs.epochs),
+        ("weights", fairness.weights),
+    ):
         bad = np.flatnonzero(~np.isfinite(np.asarray(values, dtype=float)))
         if len(bad):
             raise SolverFailure(f"the market's {name} is non-finite for job rows {bad[:5].tolist()}")
@@ -280,9 +315,13 @@ def _check_finite(inputs: MarketInputs, fairness: Fairness) -> None:
 
 def _solver(lp: highspy.HighsLp, config: ShockwaveConfig) -> highspy.Highs:
     solver = highspy.Highs()
-    for option, value in (("output_flag", False), ("mip_rel_gap", config.solver_rel_gap),
-                          ("time_limit", config.solver_timeout), ("random_seed", 0),
-                          ("threads", min(config.solver_num_threads, os.cpu_count() or 1))):
+    for option, value in (
+        ("output_flag", False),
+        ("mip_rel_gap", config.solver_rel_gap),
+        ("time_limit", config.solver_timeout),
+        ("random_seed", 0),
+        ("threads", min(config.solver_num_threads, os.cpu_count() or 1)),
+    ):
         solver.setOptionValue(option, value)
     solver.passModel(lp)
     return solver

@@ -19,8 +19,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def pack(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int, urgency: np.ndarray,
-         late: np.ndarray, running: set[int]) -> list[list[int]] | None:
+def pack(
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    gpus: int,
+    rounds: int,
+    urgency: np.ndarray,
+    late: np.ndarray,
+    running: set[int],
+) -> list[list[int]] | None:
     weight = _copy_weight(counts, urgency)
     by_weight = [int(j) for j in np.lexsort((np.arange(len(counts)), -weight)) if counts[j] > 0]
     by_rounds = _by_rounds(counts, sizes, gpus, rounds, by_weight, late, running)
@@ -42,8 +49,15 @@ def _copy_weight(counts: np.ndarray, urgency: np.ndarray) -> np.ndarray:
     return urgency - np.log(np.maximum(counts, 1))
 
 
-def _by_rounds(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int, by_weight: list[int],
-               late: np.ndarray, running: set[int]) -> list[list[int]] | None:
+def _by_rounds(
+    counts: np.ndarray,
+    sizes: np.ndarray,
+    gpus: int,
+    rounds: int,
+    by_weight: list[int],
+    late: np.ndarray,
+    running: set[int],
+) -> list[list[int]] | None:
     left = counts.astype(int).copy()
     layout: list[list[int]] = []
     before = running
@@ -66,8 +80,9 @@ def _by_rounds(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int, by
     return layout
 
 
-def _least_loaded(counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int,
-                  by_weight: list[int]) -> list[list[int]] | None:
+def _least_loaded(
+    counts: np.ndarray, sizes: np.ndarray, gpus: int, rounds: int, by_weight: list[int]
+) -> list[list[int]] | None:
     load = np.zeros(rounds, dtype=int)
     layout: list[list[int]] = [[] for _ in range(rounds)]
     for j in sorted(by_weight, key=lambda j: -sizes[j]):  # stable: equal gangs keep their weight order

@@ -54,9 +54,16 @@ class SolverStats:
 
     def summary(self) -> dict[str, Any]:
         lat = np.asarray(self.latencies_s) if self.latencies_s else np.zeros(1)
-        return {"solves": self.solves, "fallbacks": self.fallbacks, "infeasible": self.infeasible,
-                "exact": self.exact, "timeouts": self.timeouts, "p50_s": float(np.percentile(lat, 50)),
-                "p95_s": float(np.percentile(lat, 95)), "max_s": float(lat.max())}
+        return {
+            "solves": self.solves,
+            "fallbacks": self.fallbacks,
+            "infeasible": self.infeasible,
+            "exact": self.exact,
+            "timeouts": self.timeouts,
+            "p50_s": float(np.percentile(lat, 50)),
+            "p95_s": float(np.percentile(lat, 95)),
+            "max_s": float(lat.max()),
+        }
 
 
 class ShockwavePolicy(Policy):
@@ -119,18 +126,25 @@ class ShockwavePolicy(Policy):
         """Forecast every job and, when the job set changed, refresh the finish-time targets."""
         jobs = view.jobs
         forecasts = [self.forecasts[j] for j in ids]
-        progress = np.array([min(jobs[j].steps_done / jobs[j].iterations_per_epoch, f.epochs)
-                             for j, f in zip(ids, forecasts, strict=True)])
+        progress = np.array(
+            [
+                min(jobs[j].steps_done / jobs[j].iterations_per_epoch, f.epochs)
+                for j, f in zip(ids, forecasts, strict=True)
+            ]
+        )
         for j, f, p in zip(ids, forecasts, progress, strict=True):
             f.observe(int(p), jobs[j].batch_size, jobs[j].throughput)
         remaining = np.array([f.remaining_runtime(p) for f, p in zip(forecasts, progress, strict=True)])
         epochs = np.array([f.epochs for f in forecasts])
         share = equal_share(view.cluster.gpus, len(ids))
         if self.job_set_changed:
-            self.targets.reestimate(view.round_index, {
-                j: fair_finish_estimate(f.submit_s, f.elapsed(p), r, share)
-                for j, f, p, r in zip(ids, forecasts, progress, remaining, strict=True)
-            })
+            self.targets.reestimate(
+                view.round_index,
+                {
+                    j: fair_finish_estimate(f.submit_s, f.elapsed(p), r, share)
+                    for j, f, p, r in zip(ids, forecasts, progress, remaining, strict=True)
+                },
+            )
         inputs = MarketInputs(
             scale_factors=np.array([jobs[j].scale_factor for j in ids]),
             epochs=epochs,
