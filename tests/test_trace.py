@@ -10,7 +10,7 @@ import pytest
 from conftest import require_reference
 from shockwave.errors import InputError
 from shockwave.workload.throughput import TableThroughputs
-from shockwave.workload.trace import TraceError, format_line, read_trace
+from shockwave.workload.trace import COLUMNS, TraceError, format_line, read_trace
 
 GOOD = (
     "ResNet-18 (batch size 32)\tpython3 main.py --data_dir=%s/cifar10 --batch_size 32\t"
@@ -19,21 +19,7 @@ GOOD = (
 
 
 def fields(**changes: str) -> str:
-    names = [
-        "job_type",
-        "command",
-        "working_directory",
-        "num_steps_arg",
-        "needs_data_dir",
-        "total_steps",
-        "scale_factor",
-        "mode",
-        "priority_weight",
-        "SLO",
-        "duration",
-        "arrival_time",
-    ]
-    values = dict(zip(names, GOOD.split("\t"), strict=True))
+    values = dict(zip(COLUMNS, GOOD.split("\t"), strict=True))
     values.update(changes)
     return "\t".join(values.values())
 

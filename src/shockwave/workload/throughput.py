@@ -8,12 +8,12 @@ do not implement.
 from __future__ import annotations
 
 import ast
-import json
 import math
 from pathlib import Path
 from typing import Protocol
 
 from shockwave.errors import InputError
+from shockwave.jsonfile import read_json_object
 from shockwave.workload.catalog import split_job_type
 
 DEFAULT_GPU_TYPE = "v100"
@@ -49,14 +49,7 @@ class TableThroughputs:
     @classmethod
     def from_json(cls, path: str | Path) -> TableThroughputs:
         path = Path(path)
-        try:
-            raw = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise InputError("throughput file not found", path=path) from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read throughput JSON: {exc}", path=path) from None
-        if not isinstance(raw, dict):
-            raise InputError("expected a JSON object keyed by GPU type", path=path)
+        raw = read_json_object(path, "throughput", "a JSON object keyed by GPU type")
         table: dict[tuple[str, str, int, int], float] = {}
         for gpu_type, entries in raw.items():
             if not isinstance(entries, dict):

@@ -7,7 +7,6 @@ Two keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUN
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, fields
 from itertools import pairwise
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
+from shockwave.jsonfile import read_json_object
 
 JSON_NAMES = {"lam": "lambda"}
 """Field names that differ from the reference's JSON keys (`lambda` is a Python keyword)."""
@@ -81,15 +81,7 @@ class ShockwaveConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> ShockwaveConfig:
-        try:
-            raw = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise InputError("config file not found", path=path) from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"cannot read config JSON: {exc}", path=path) from None
-        if not isinstance(raw, dict):
-            raise InputError("expected a JSON object of hyperparameters", path=path)
-        return cls.from_mapping(raw, path=path)
+        return cls.from_mapping(read_json_object(path, "config", "a JSON object of hyperparameters"), path=path)
 
     def to_json(self) -> dict[str, Any]:
         out = {JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
