@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,12 +92,49 @@ def _row(name: str, case: Case, policy: str, wall: float, peak: float, result: d
     ]
 
 
+def _experiments(console: Console) -> None:
+    """The research commands as a user runs them: all policies compared on the canonical trace, the scale sweep
+    locally and on a local Ray instance (fresh output folders, so nothing is reused)."""
+    canonical = CASES["120"]
+    commands = {
+        "compare --policies all (120 jobs, 32 GPUs)": [
+            "compare",
+            "--trace",
+            REFERENCE / "traces" / canonical.trace,
+            "--gpus",
+            "32",
+            "--throughputs",
+            REFERENCE / "throughputs" / "tacc_throughputs.json",
+            "--config",
+            REFERENCE / "configurations" / "tacc_32gpus.json",
+            "--policies",
+            "all",
+        ],
+        "sweep examples/scale.toml (9 cells)": ["sweep", ROOT / "examples" / "scale.toml"],
+        "sweep examples/scale.toml --ray": ["sweep", ROOT / "examples" / "scale.toml", "--ray"],
+    }
+    table = Table(title="experiment commands, end to end on this machine (install excluded)")
+    table.add_column("command")
+    table.add_column("wall s", justify="right")
+    for name, args in commands.items():
+        with tempfile.TemporaryDirectory() as out:
+            started = time.perf_counter()
+            subprocess.run(
+                [sys.executable, "-m", "shockwave", "-q", *map(str, args), "--out", out],
+                check=True,
+                capture_output=True,
+            )
+            table.add_row(name, f"{time.perf_counter() - started:.1f}")
+    console.print(table)
+
+
 def main() -> None:
     from shockwave.policies.registry import POLICIES
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policy names")
     parser.add_argument("--traces", default=",".join(CASES), help=f"comma-separated, of {', '.join(CASES)}")
+    parser.add_argument("--no-experiments", action="store_true", help="skip timing compare and sweep")
     args = parser.parse_args()
     if not REFERENCE.exists():
         sys.exit(f"reference data not found at {REFERENCE}")
@@ -131,7 +170,10 @@ def main() -> None:
             wall, peak, result = queue.get()
             proc.join()
             table.add_row(*_row(name, case, policy, wall, peak, result))
-    Console(width=160).print(table)
+    console = Console(width=160)
+    console.print(table)
+    if not args.no_experiments:
+        _experiments(console)
 
 
 if __name__ == "__main__":

@@ -183,13 +183,3 @@ def test_simulate_bad_input_exits_nonzero(tmp_path: Path, args: tuple[str, ...],
     assert words in result.stderr
     missing = shockwave("simulate", "--trace", tmp_path / "none.trace", "--policy", "gavel", "--gpus", "4")
     assert missing.returncode == 2 and "trace file not found" in missing.stderr
-
-
-def test_demo_compares_every_policy(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "shockwave", "demo", "--out", str(tmp_path)], capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stderr
-    for name in ("max_min_fairness", "finish_time_fairness", "min_total_duration", "allox", "gandiva_fair", "fifo"):
-        assert name in result.stdout
-        assert json.loads((tmp_path / name / "result.json").read_text())["unfinished_jobs"] == []

@@ -9,7 +9,7 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -27,7 +27,7 @@ trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=Tru
 app.add_typer(trace_app, name="trace")
 
 # Piped output (CI logs, `| tee`) gets a width that fits the comparison table instead of rich's 80 columns.
-out = Console(width=None if sys.stdout.isatty() else 130)
+out = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
 ThroughputsOpt = Annotated[
@@ -169,41 +169,167 @@ def simulate_cmd(
         print_run_summary(out, result)
 
 
-DEMO_POLICIES = (
-    "shockwave",
-    "max_min_fairness",
-    "finish_time_fairness",
-    "min_total_duration",
-    "max_sum_throughput_perf",
-    "allox",
-    "gandiva_fair",
-    "fifo",
-)
+PoliciesOpt = Annotated[str, typer.Option("--policies", help="Comma-separated policy names, or 'all'.")]
+ParallelOpt = Annotated[
+    int | None, typer.Option("--jobs-in-parallel", "-j", min=1, help="Simulations at once; default: CPU count.")
+]
+
+
+def _policy_list(text: str) -> list[str]:
+    from shockwave.policies.registry import POLICIES
+
+    return list(POLICIES) if text.strip() == "all" else [p.strip() for p in text.split(",") if p.strip()]
+
+
+def _workers(requested: int | None) -> int:
+    import os
+
+    return requested or os.cpu_count() or 1
+
+
+def _print_paths(paths: list[Path]) -> None:
+    pngs = [p for p in paths if p.suffix == ".png"]
+    if pngs:
+        out.print("figures (PNG, with SVG beside each):")
+        for path in pngs:
+            out.print(f"  {path}")
+
+
+@app.command("compare")
+def compare_cmd(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
+    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the cluster.")],
+    output: Annotated[Path, typer.Option("--out", help="Folder for results.json/csv and figures/.")],
+    policies: PoliciesOpt = "all",
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    mechanics: Annotated[str, typer.Option("--mechanics", help="reference or corrected.")] = "reference",
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
+    gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
+    parallel: ParallelOpt = None,
+) -> None:
+    """Run several policies on one trace side by side and compare them (table, JSON, CSV, figures)."""
+    from shockwave.experiments.compare import CompareRequest, compare
+    from shockwave.experiments.figures import comparison_figures
+    from shockwave.report import print_comparison
+
+    request = CompareRequest(
+        trace, gpus, _policy_list(policies), throughputs, config, mechanics, round_seconds, gpus_per_server
+    )
+    results, errors = compare(
+        request,
+        output,
+        workers=_workers(parallel),
+        console=err,
+        show_progress=logging.getLogger().level <= logging.INFO,
+    )
+    if results:
+        print_comparison(out, results)
+        _print_paths(comparison_figures(results, output / "figures"))
+        out.print(f"results: {output / 'results.json'}, {output / 'results.csv'}")
+    for policy, error in errors.items():
+        err.print(f"[red]error:[/red] {policy} failed: {error}", highlight=False, soft_wrap=True)
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    spec_file: Annotated[Path | None, typer.Argument(help="Sweep description (TOML); flags override it.")] = None,
+    output: Annotated[Path | None, typer.Option("--out", help="Results folder (finished cells are kept).")] = None,
+    traces: Annotated[list[Path] | None, typer.Option("--trace", help="Trace file (repeatable).")] = None,
+    generate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--generate", help="Generator parameters, e.g. 'jobs=120,lam=40' (repeatable); one trace per seed."
+        ),
+    ] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
+    policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated names, or 'all'.")] = None,
+    seeds: Annotated[str | None, typer.Option("--seeds", help="Generator seeds, comma-separated.")] = None,
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    mechanics: Annotated[str | None, typer.Option("--mechanics", help="reference or corrected.")] = None,
+    parallel: ParallelOpt = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Run each cell as a Ray task.")] = False,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join (with --ray).")] = None,
+) -> None:
+    """Run a grid of workloads x cluster sizes x policies x seeds; re-running skips finished cells."""
+    from shockwave.experiments.sweep import run_sweep
+    from shockwave.experiments.sweep_spec import load_toml, parse_generator, spec_from
+
+    raw: dict[str, Any] = load_toml(spec_file) if spec_file is not None else {}
+    base = spec_file.parent if spec_file is not None else Path.cwd()
+    if policies is not None:
+        raw["policies"] = _policy_list(policies)
+    if seeds is not None:
+        raw["seeds"] = [int(x) for x in _floats(seeds, "--seeds")]
+    if gpus is not None:
+        raw["gpus"] = [int(x) for x in _floats(gpus, "--gpus")]
+    if mechanics is not None:
+        raw["mechanics"] = mechanics
+    for key, path in (("throughputs", throughputs), ("config", config)):
+        if path is not None:
+            raw[key] = str(path.resolve())
+    raw["traces"] = [*raw.get("traces", []), *(str(t.resolve()) for t in traces or [])]
+    raw["generate"] = [
+        *(raw["generate"] if isinstance(raw.get("generate"), list) else [raw["generate"]] if "generate" in raw else []),
+        *(parse_generator(g) for g in generate or []),
+    ]
+    spec = spec_from(raw, base, spec_file)
+    if address is not None and not ray:
+        raise InputError("--address joins a Ray cluster: add --ray")
+    folder = output or (spec_file.with_suffix("") if spec_file is not None else None)
+    if folder is None:
+        raise InputError("--out is required without a sweep file")
+    run = run_sweep(
+        spec,
+        folder,
+        workers=_workers(parallel),
+        ray=ray,
+        address=address,
+        console=err,
+        show_progress=logging.getLogger().level <= logging.INFO,
+    )
+    out.print(f"{run.computed} computed, {run.reused} reused, {len(run.failed)} failed; results in {folder}")
+    for key, error in run.failed.items():
+        err.print(f"[red]failed:[/red] {key}: {error.splitlines()[0]}", highlight=False, soft_wrap=True)
+    if run.failed:
+        raise typer.Exit(1)
+
+
+@app.command("report")
+def report_cmd(
+    folder: Annotated[Path, typer.Argument(help="A folder written by compare or sweep.")],
+) -> None:
+    """Re-render the tables and figures of saved results without running anything."""
+    from shockwave.experiments.compare import render_comparison
+    from shockwave.experiments.sweep import SPEC_FILE, render
+
+    if (folder / SPEC_FILE).exists():
+        paths = render(folder, out)
+    elif (folder / "results.json").exists():
+        paths = render_comparison(folder, out)
+    else:
+        raise InputError("no results of compare or sweep here (results.json or sweep.json)", path=folder)
+    _print_paths(paths)
+
+
+DEMO_POLICIES = "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
 
 
 @app.command("demo")
 def demo(
     output_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("demo-out"),
 ) -> None:
-    """Generate the default trace with the built-in throughput model and compare the policies on 32 GPUs."""
-    from shockwave.cluster import ClusterSpec
-    from shockwave.report import print_comparison, write_run
-    from shockwave.simulator.mechanics import preset
-    from shockwave.simulator.run import simulate
-
+    """Generate the default trace with the built-in throughput model; compare Shockwave and three baselines."""
     output_dir.mkdir(parents=True, exist_ok=True)
     params = GeneratorParams()
     path = output_dir / params.file_name()
     write_trace(generate(params, load_throughputs(None)), path)
     out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)")
     trace_check(path, None, 32, False)
-    results = []
-    for policy in DEMO_POLICIES:
-        result, run = simulate(path, policy, ClusterSpec(32), preset("corrected"))
-        write_run(output_dir / policy, result, run.rounds)
-        results.append(result)
-    print_comparison(out, results)
-    out.print(f"per-policy results: {output_dir}/<policy>/result.json and rounds.csv")
+    compare_cmd(trace=path, gpus=32, output=output_dir, policies=DEMO_POLICIES, mechanics="corrected")
 
 
 def main() -> None:
@@ -216,3 +342,8 @@ def main() -> None:
     except InputError as exc:
         err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        err.print(
+            "interrupted: results finished so far are kept (compare: results.json; sweep: cells/, re-run to finish)"
+        )
+        sys.exit(130)

@@ -91,36 +91,72 @@ def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
         raise InputError(f"cannot write results: {exc.strerror}", path=out_dir) from None
 
 
+RATIO_METRICS = ("makespan_s", "avg_jct_s", "worst_ftf", "unfair_fraction", "utilization")
+
+
+def reference_policy(results: list[dict[str, Any]]) -> str:
+    """Ratios are taken to Shockwave when it ran, else to the first policy."""
+    policies = [r["policy"] for r in results]
+    return "shockwave" if "shockwave" in policies else policies[0]
+
+
+def _ratio(value: float, reference: float) -> float | None:
+    return value / reference if reference else None
+
+
+def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One flat row per policy: the headline metrics, each also over the reference policy's, and makespan over
+    the physical lower bound."""
+    if not results:
+        return []
+    ref_name = reference_policy(results)
+    ref = next(r for r in results if r["policy"] == ref_name)
+    rows = []
+    for r in results:
+        row: dict[str, Any] = {
+            "policy": r["policy"],
+            "trace": r["trace"],
+            "gpus": r["gpus"],
+            "mechanics": r["mechanics"],
+            "reference_policy": ref_name,
+        }
+        for key in RATIO_METRICS:
+            row[key] = r[key]
+            row[f"{key}_vs_{ref_name}"] = _ratio(r[key], ref[key])
+        row["makespan_vs_lower_bound"] = r["makespan_s"] / r["makespan_lower_bound_s"]
+        row["makespan_lower_bound_s"] = r["makespan_lower_bound_s"]
+        row["num_rounds"] = r["num_rounds"]
+        row["wall_seconds"] = r["wall_seconds"]
+        rows.append(row)
+    return rows
+
+
+def _with_ratio(text: str, ratio: float | None, reference: bool) -> str:
+    return text if reference else f"{text} ({'–' if ratio is None else f'{ratio:.2f}x'})"
+
+
 def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
-    """One row per policy; makespan also as a multiple of the physical lower bound."""
+    """One row per policy; each metric also as a ratio to the reference policy, makespan to the lower bound."""
+    rows = comparison_rows(results)
+    ref = rows[0]["reference_policy"]
     first = results[0]
     table = Table(
         title=f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
-        f"{first['mechanics']} mechanics",
+        f"{first['mechanics']} mechanics; (ratio to {ref})",
         title_justify="left",
     )
-    for column in (
-        "policy",
-        "makespan s",
-        "x bound",
-        "avg JCT s",
-        "worst rho",
-        "unfair %",
-        "util %",
-        "rounds",
-        "wall s",
-    ):
-        table.add_column(column, justify="left" if column == "policy" else "right")
-    for r in results:
+    for column in ("policy", "makespan s", "x bound", "avg JCT s", "worst rho", "unfair %", "util %", "wall s"):
+        table.add_column(column, justify="left" if column == "policy" else "right", no_wrap=True)
+    for row in rows:
+        is_ref = row["policy"] == ref
         table.add_row(
-            r["policy"],
-            f"{r['makespan_s']:.0f}",
-            f"{r['makespan_s'] / r['makespan_lower_bound_s']:.2f}",
-            f"{r['avg_jct_s']:.0f}",
-            f"{r['worst_ftf']:.2f}",
-            f"{100 * r['unfair_fraction']:.1f}",
-            f"{100 * r['utilization']:.1f}",
-            str(r["num_rounds"]),
-            f"{r['wall_seconds']:.2f}",
+            row["policy"],
+            _with_ratio(f"{row['makespan_s']:.0f}", row[f"makespan_s_vs_{ref}"], is_ref),
+            f"{row['makespan_vs_lower_bound']:.2f}x",
+            _with_ratio(f"{row['avg_jct_s']:.0f}", row[f"avg_jct_s_vs_{ref}"], is_ref),
+            _with_ratio(f"{row['worst_ftf']:.2f}", row[f"worst_ftf_vs_{ref}"], is_ref),
+            _with_ratio(f"{100 * row['unfair_fraction']:.1f}", row[f"unfair_fraction_vs_{ref}"], is_ref),
+            _with_ratio(f"{100 * row['utilization']:.1f}", row[f"utilization_vs_{ref}"], is_ref),
+            f"{row['wall_seconds']:.1f}",
         )
     console.print(table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,16 @@ class RoundRecord:
     busy_gpus: int
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a run is, reported after every round (for progress bars)."""
+
+    now_s: float
+    rounds: int
+    finished_jobs: int
+    total_jobs: int
+
+
 @dataclass
 class SimulationResult:
     summary: dict[str, Any]
@@ -59,7 +70,9 @@ class Simulator:
         cluster: ClusterSpec,
         policy: Policy,
         mechanics: Mechanics,
+        on_round: Callable[[Progress], None] | None = None,
     ) -> None:
+        self.on_round = on_round
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
         self.view = SchedulerView(
@@ -207,6 +220,8 @@ class Simulator:
                 self.view.now = self.round_start = self.round_end = self.specs[self.queue[0]].arrival
                 self._admit_arrivals()
             self._launch()
+            if self.on_round is not None:
+                self.on_round(Progress(self.view.now, len(self.placements), len(self.finished), total))
         return SimulationResult(self._summary(time.perf_counter() - started), self.records)
 
     def _summary(self, wall_seconds: float) -> dict[str, Any]:

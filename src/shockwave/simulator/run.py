@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.policies.registry import canonical_name, make_policy
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.simulator.engine import SimulationResult, Simulator
+from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload.profile import load_workload
 
@@ -21,6 +22,7 @@ def simulate(
     mechanics: Mechanics,
     throughputs: Path | None = None,
     config: ShockwaveConfig | None = None,
+    on_round: Callable[[Progress], None] | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values)."""
     name = canonical_name(policy)
@@ -34,7 +36,7 @@ def simulate(
             field="scale_factor",
         )
     chosen = make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, shockwave_config=config)
-    engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics)
+    engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round)
     result = engine.run()
     header = {
         "policy": name,

@@ -1,0 +1,114 @@
+"""One simulation of an experiment: a trace (a file or generator parameters with a seed) on a cluster under a policy.
+
+A cell carries the text of every file it reads, so it runs the same in a local process and in a Ray task on another
+machine that shares no filesystem with this one. Its key names it on disk and changes whenever anything that could
+change its result does, so a re-run can skip cells it has already finished.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shockwave.errors import InputError
+
+TIMING_FIELDS = ("wall_seconds",)
+"""Result fields that depend on the machine, not the inputs (solver latencies are handled with them)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    label: str
+    """The workload's readable name (trace file stem, or the generator's file name)."""
+    trace_text: str
+    gpus: int
+    policy: str
+    mechanics: str = "reference"
+    round_seconds: float = 120.0
+    gpus_per_server: int = 1
+    seed: int | None = None
+    """The generator seed of a generated trace; None for a trace file."""
+    trace_path: str | None = None
+    """Where the trace came from (reported in the result); None for a generated trace."""
+    throughputs_name: str | None = None
+    throughputs_text: str | None = None
+    config_name: str | None = None
+    config_text: str | None = None
+    """Shockwave's hyperparameters (JSON), only for the shockwave policy."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Case metadata reported with the result (for example the generator's parameters)."""
+
+    @property
+    def key(self) -> str:
+        """Readable and unique: label, cluster, policy, seed and a digest of everything else."""
+        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        seed = f"_seed{self.seed}" if self.seed is not None else ""
+        name = f"{self.label}_{self.gpus}gpus_{self.policy}{seed}"
+        return f"{re.sub(r'[^A-Za-z0-9_.,-]+', '-', name)[:120]}_{digest}"
+
+    def describe(self) -> dict[str, Any]:
+        """What a reader of the results needs to know about the cell (no file contents)."""
+        return {
+            "key": self.key,
+            "label": self.label,
+            "gpus": self.gpus,
+            "policy": self.policy,
+            "seed": self.seed,
+            "mechanics": self.mechanics,
+            "trace": self.trace_path,
+            "throughputs": self.throughputs_name,
+            "config": self.config_name,
+            **self.extra,
+        }
+
+
+def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[str, Any]:
+    """Simulate the cell in a scratch folder; the result is the `simulate --json` object plus the cell's description
+    and the per-round timeline."""
+    from shockwave.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import simulate
+
+    with tempfile.TemporaryDirectory(prefix="shockwave-cell-") as scratch:
+        folder = Path(scratch)
+        trace = folder / f"{cell.label}.trace"
+        trace.write_text(cell.trace_text)
+        throughputs = None
+        if cell.throughputs_text is not None:
+            throughputs = folder / "throughputs.json"
+            throughputs.write_text(cell.throughputs_text)
+        config = None
+        if cell.config_text is not None:
+            config = ShockwaveConfig.from_mapping(json.loads(cell.config_text), path=cell.config_name)
+        mechanics = preset(cell.mechanics).with_round_seconds(cell.round_seconds)
+        cluster = ClusterSpec(gpus=cell.gpus, gpus_per_server=cell.gpus_per_server)
+        result, run = simulate(trace, cell.policy, cluster, mechanics, throughputs, config, on_round)
+    result["trace"] = cell.trace_path or cell.label
+    result["throughputs"] = cell.throughputs_name or result["throughputs"]
+    result["cell"] = cell.describe()
+    result["timeline"] = [[r.time_s, r.running_jobs, r.busy_gpus] for r in run.rounds]
+    return result
+
+
+def read_text(path: str | Path, what: str) -> str:
+    try:
+        return Path(path).read_text()
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read {what}: {exc.strerror}", path=path) from None
+
+
+def without_timing(result: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a result that must not change between runs of the same cell (for comparisons)."""
+    clean = {k: v for k, v in result.items() if k not in TIMING_FIELDS}
+    if "solver" in clean:
+        clean["solver"] = {k: v for k, v in clean["solver"].items() if not k.endswith("_s")}
+    return clean

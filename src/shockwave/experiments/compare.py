@@ -1,0 +1,144 @@
+"""`shockwave compare`: several policies on one trace and cluster, side by side, in parallel processes.
+
+Every input is checked before anything runs. Each policy's result is written as soon as it finishes
+(DIR/<policy>/result.json, and DIR/results.json / results.csv rewritten), so an interrupted comparison keeps what it
+finished; the figures are drawn at the end, or later with `shockwave report DIR`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from shockwave.errors import InputError
+from shockwave.experiments.cell import Cell, read_text
+from shockwave.experiments.parallel import CellProgress, run_cells
+from shockwave.experiments.store import ensure_writable, write_comparison
+from shockwave.policies.registry import canonical_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    trace: Path
+    gpus: int
+    policies: list[str]
+    throughputs: Path | None = None
+    config: Path | None = None
+    mechanics: str = "reference"
+    round_seconds: float = 120.0
+    gpus_per_server: int = 1
+
+
+def build_cells(request: CompareRequest) -> list[Cell]:
+    """One cell per policy, after checking the trace, throughputs, config and names (InputError on any problem)."""
+    from shockwave.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.simulator.mechanics import preset
+    from shockwave.workload.profile import load_workload
+
+    policies = list(dict.fromkeys(canonical_name(p) for p in request.policies))
+    if not policies:
+        raise InputError("--policies names no policy")
+    preset(request.mechanics).with_round_seconds(request.round_seconds)
+    ClusterSpec(request.gpus, request.gpus_per_server)
+    _, jobs, _ = load_workload(request.trace, request.throughputs)
+    too_big = [i for i, job in enumerate(jobs) if job.scale_factor > request.gpus]
+    if too_big:
+        raise InputError(
+            f"job {too_big[0]} needs {jobs[too_big[0]].scale_factor} GPUs but the cluster has "
+            f"{request.gpus} ({len(too_big)} such job(s))",
+            path=request.trace,
+            field="scale_factor",
+        )
+    config_text = None
+    if request.config is not None:
+        ShockwaveConfig.from_json(request.config)
+        config_text = read_text(request.config, "config file")
+    throughputs_text = read_text(request.throughputs, "throughput file") if request.throughputs else None
+    trace_text = read_text(request.trace, "trace")
+    return [
+        Cell(
+            label=request.trace.stem,
+            trace_text=trace_text,
+            gpus=request.gpus,
+            policy=policy,
+            mechanics=request.mechanics,
+            round_seconds=request.round_seconds,
+            gpus_per_server=request.gpus_per_server,
+            trace_path=str(request.trace),
+            throughputs_name=str(request.throughputs) if request.throughputs else None,
+            throughputs_text=throughputs_text,
+            config_name=str(request.config) if request.config and policy == "shockwave" else None,
+            config_text=config_text if policy == "shockwave" else None,
+        )
+        for policy in policies
+    ]
+
+
+def compare(
+    request: CompareRequest, out: Path, *, workers: int, console: Console, show_progress: bool = True
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Results in the requested policy order, and the errors of policies that failed."""
+    cells = build_cells(request)
+    ensure_writable(out)
+    order = [cell.policy for cell in cells]
+    results: dict[str, dict[str, Any]] = {}
+    errors: dict[str, str] = {}
+    with Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs"),
+        TextColumn("{task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not show_progress,
+        transient=False,
+    ) as progress:
+        tasks = {cell.key: progress.add_task(cell.policy, total=None, clock="waiting") for cell in cells}
+
+        def on_progress(update: CellProgress) -> None:
+            progress.update(
+                tasks[update.key],
+                completed=update.finished_jobs,
+                total=update.total_jobs,
+                clock=f"t = {update.now_s / 3600:5.2f} h, {update.rounds} rounds",
+            )
+
+        for outcome in run_cells(cells, workers=workers, on_progress=on_progress):
+            task = tasks[outcome.cell.key]
+            if outcome.result is None:
+                errors[outcome.cell.policy] = outcome.error or "failed"
+                progress.update(task, clock="[red]failed[/red]")
+                log.error("%s failed: %s", outcome.cell.policy, outcome.error)
+                continue
+            result = outcome.result
+            results[outcome.cell.policy] = result
+            progress.update(
+                task,
+                completed=len(result["jobs"]),
+                total=len(result["jobs"]),
+                clock=f"done in {result['wall_seconds']:.1f} s",
+            )
+            write_comparison(out, [results[p] for p in order if p in results])
+    return [results[p] for p in order if p in results], errors
+
+
+def render_comparison(out: Path, console: Console) -> list[Path]:
+    """Table and figures from a comparison folder's results.json."""
+    from shockwave.experiments.figures import comparison_figures
+    from shockwave.experiments.store import read_json
+    from shockwave.report import print_comparison
+
+    results = read_json(out / "results.json")
+    if not isinstance(results, list) or not results:
+        raise InputError("expected a non-empty list of results", path=out / "results.json")
+    print_comparison(console, results)
+    return comparison_figures(results, out / "figures")

@@ -1,0 +1,163 @@
+"""Figures of compared policies and of sweeps, as PNG and SVG, readable without a caption."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from shockwave.metrics import UNFAIR_RHO
+
+HEADLINE = (
+    ("makespan_s", "Makespan", "hours", 1 / 3600),
+    ("avg_jct_s", "Average job completion time", "hours", 1 / 3600),
+    ("worst_ftf", "Worst finish-time fairness ρ", "ρ (lower is fairer)", 1.0),
+    ("unfair_fraction", f"Jobs treated unfairly (ρ > {UNFAIR_RHO})", "% of jobs", 100.0),
+)
+
+
+def colors(policies: list[str]) -> dict[str, Any]:
+    """One color per policy, the same in every figure of a run (Shockwave always the first)."""
+    palette = plt.get_cmap("tab10").colors
+    ordered = sorted(policies, key=lambda p: (p != "shockwave", policies.index(p)))
+    return {p: palette[i % len(palette)] for i, p in enumerate(ordered)}
+
+
+def _save(fig: plt.Figure, stem: Path) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
+    fig.savefig(paths[1], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _subtitle(results: list[dict[str, Any]]) -> str:
+    first = results[0]
+    return (
+        f"{Path(str(first['trace'])).name} · {first['gpus']} GPUs · {first['round_seconds']:g} s rounds · "
+        f"{first['mechanics']} mechanics"
+    )
+
+
+def metric_bars(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+    policies = [r["policy"] for r in results]
+    palette = colors(policies)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for ax, (key, title, unit, scale) in zip(axes.flat, HEADLINE, strict=True):
+        values = [r[key] * scale for r in results]
+        bars = ax.bar(range(len(results)), values, color=[palette[p] for p in policies])
+        ax.bar_label(bars, fmt="%.2f" if scale == 1.0 or unit == "hours" else "%.1f", fontsize=8, padding=2)
+        ax.set_title(title)
+        ax.set_ylabel(unit)
+        ax.set_xticks(range(len(results)), policies, rotation=30, ha="right", fontsize=8)
+        ax.margins(y=0.15)
+        if key == "makespan_s":
+            bound = results[0]["makespan_lower_bound_s"] * scale
+            ax.axhline(bound, color="black", linestyle="--", linewidth=1, label=f"lower bound {bound:.2f} h")
+            ax.legend(loc="lower right", fontsize=8)
+        if key == "worst_ftf":
+            ax.axhline(1.0, color="black", linestyle=":", linewidth=1, label="ρ = 1 (fair share)")
+            ax.legend(loc="upper left", fontsize=8)
+    fig.suptitle(f"Headline metrics per policy\n{_subtitle(results)}")
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+    palette = colors([r["policy"] for r in results])
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in results:
+        rhos = np.sort([job["ftf"] for job in r["jobs"]])
+        ax.step(
+            rhos,
+            np.arange(1, len(rhos) + 1) / len(rhos),
+            where="post",
+            color=palette[r["policy"]],
+            label=r["policy"],
+            linewidth=1.6,
+        )
+    ax.axvline(UNFAIR_RHO, color="black", linestyle=":", linewidth=1, label=f"ρ = {UNFAIR_RHO} (unfair above)")
+    ax.set_xlabel("finish-time fairness ρ = JCT / (T_iso × max(1, N/G))")
+    ax.set_ylabel("fraction of jobs with ρ at most x")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"Distribution of finish-time fairness\n{_subtitle(results)}")
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+    palette = colors([r["policy"] for r in results])
+    fig, (jobs_ax, gpus_ax) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    # Shockwave is drawn last and thicker so the other policies do not hide it.
+    for r in sorted(results, key=lambda r: r["policy"] == "shockwave"):
+        points = np.asarray(r["timeline"], dtype=float).reshape(-1, 3)
+        hours = points[:, 0] / 3600
+        width = 2.0 if r["policy"] == "shockwave" else 0.9
+        for ax, column in ((jobs_ax, 1), (gpus_ax, 2)):
+            ax.step(
+                hours, points[:, column], where="post", color=palette[r["policy"]], label=r["policy"], linewidth=width
+            )
+    gpus_ax.axhline(results[0]["gpus"], color="black", linestyle="--", linewidth=1, label="cluster size")
+    jobs_ax.set_ylabel("jobs running")
+    jobs_ax.set_title("Jobs running in each round")
+    gpus_ax.set_ylabel("GPUs busy")
+    gpus_ax.set_title("GPUs busy in each round")
+    gpus_ax.set_xlabel("simulated time (hours)")
+    for ax in (jobs_ax, gpus_ax):
+        ax.grid(alpha=0.3)
+    handles, labels = gpus_ax.get_legend_handles_labels()
+    order = sorted(range(len(labels)), key=lambda i: (labels[i] != "shockwave", labels[i] == "cluster size"))
+    fig.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="center left",
+        bbox_to_anchor=(1.0, 0.5),
+        fontsize=8,
+    )
+    fig.suptitle(f"Cluster activity over time\n{_subtitle(results)}")
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def comparison_figures(results: list[dict[str, Any]], folder: Path) -> list[Path]:
+    return [
+        *metric_bars(results, folder / "metrics"),
+        *rho_cdf(results, folder / "rho_cdf"),
+        *timeline(results, folder / "timeline"),
+    ]
+
+
+def scale_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]:
+    """Each headline metric against cluster size; a line per policy through the mean, shaded from min to max."""
+    policies = list(dict.fromkeys(row["policy"] for row in rows))
+    palette = colors(policies)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    for ax, (key, name, unit, scale) in zip(axes.flat, HEADLINE, strict=True):
+        for policy in policies:
+            mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["gpus"])
+            gpus = [r["gpus"] for r in mine]
+            mean = np.array([r[f"{key}_mean"] for r in mine]) * scale
+            low = np.array([r[f"{key}_min"] for r in mine]) * scale
+            high = np.array([r[f"{key}_max"] for r in mine]) * scale
+            ax.plot(gpus, mean, marker="o", color=palette[policy], label=policy)
+            ax.fill_between(gpus, low, high, color=palette[policy], alpha=0.2, linewidth=0)
+        ax.set_xscale("log", base=2)
+        sizes = sorted({r["gpus"] for r in rows})
+        ax.set_xticks(sizes, [str(g) for g in sizes])
+        ax.set_title(name)
+        ax.set_xlabel("cluster size (GPUs)")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle(f"{title}\nmean over seeds and workloads per cluster size; shading spans min to max")
+    fig.tight_layout()
+    return _save(fig, stem)

@@ -1,0 +1,174 @@
+"""Run cells side by side: a local process pool, or Ray tasks on a local or remote Ray cluster.
+
+Results are handed back one by one as cells finish (so the caller can write each at once and an interrupted run
+keeps them). A cell that raises comes back as its error message; the others go on. Ctrl-C stops the workers and
+propagates as KeyboardInterrupt after the finished cells have been handed back.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import signal
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from multiprocessing.managers import SyncManager
+from typing import Any
+
+from shockwave.errors import InputError
+from shockwave.experiments.cell import Cell, run_cell
+
+PROGRESS_INTERVAL_S = 0.25
+
+
+@dataclass(frozen=True)
+class Outcome:
+    cell: Cell
+    result: dict[str, Any] | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class CellProgress:
+    key: str
+    now_s: float
+    rounds: int
+    finished_jobs: int
+    total_jobs: int
+
+
+OnProgress = Callable[[CellProgress], None]
+
+
+def run_cells(
+    cells: list[Cell],
+    *,
+    workers: int,
+    ray: bool = False,
+    address: str | None = None,
+    on_start: Callable[[Cell], None] | None = None,
+    on_progress: OnProgress | None = None,
+) -> Iterator[Outcome]:
+    if ray:
+        yield from _on_ray(cells, address, on_start)
+    else:
+        yield from _on_pool(cells, max(1, workers), on_start, on_progress)
+
+
+# -- local processes -------------------------------------------------------------------------------------------------
+def _ignore_interrupts() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them; otherwise every worker would report it as a failure."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _reporting(cell: Cell, updates: Any) -> dict[str, Any]:
+    last = [0.0]
+
+    def report(progress: Any) -> None:
+        now = time.monotonic()
+        if updates is not None and (
+            now - last[0] >= PROGRESS_INTERVAL_S or progress.finished_jobs == progress.total_jobs
+        ):
+            last[0] = now
+            updates.put(
+                CellProgress(cell.key, progress.now_s, progress.rounds, progress.finished_jobs, progress.total_jobs)
+            )
+
+    return run_cell(cell, report)
+
+
+def _guarded(cell: Cell, updates: Any) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        return _reporting(cell, updates), None
+    except InputError as exc:
+        return None, str(exc)
+    except Exception as exc:  # a failed cell is reported, never allowed to stop the others
+        return None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
+
+
+def _on_pool(
+    cells: list[Cell], workers: int, on_start: Callable[[Cell], None] | None, on_progress: OnProgress | None
+) -> Iterator[Outcome]:
+    context = mp.get_context("spawn")
+    manager = SyncManager(ctx=context)
+    manager.start(_ignore_interrupts)
+    with manager:
+        updates = manager.Queue() if on_progress is not None else None
+        pool = context.Pool(min(workers, len(cells)) or 1, initializer=_ignore_interrupts)
+        try:
+            pending = {}
+            for cell in cells:
+                pending[cell.key] = (cell, pool.apply_async(_guarded, (cell, updates)))
+            started: set[str] = set()
+            while pending:
+                _drain(updates, on_progress, on_start, pending, started)
+                for key in [k for k, (_, job) in pending.items() if job.ready()]:
+                    cell, job = pending.pop(key)
+                    result, error = job.get()
+                    yield Outcome(cell, result, error)
+                time.sleep(0.05)
+            _drain(updates, on_progress, on_start, pending, started)
+            pool.close()
+        except BaseException:
+            pool.terminate()
+            raise
+        finally:
+            pool.join()
+
+
+def _drain(
+    updates: Any,
+    on_progress: OnProgress | None,
+    on_start: Callable[[Cell], None] | None,
+    pending: dict[str, Any],
+    started: set[str],
+) -> None:
+    if updates is None:
+        return
+    while True:
+        try:
+            progress = updates.get_nowait()
+        except queue.Empty:
+            return
+        if progress.key not in started and progress.key in pending:
+            started.add(progress.key)
+            if on_start is not None:
+                on_start(pending[progress.key][0])
+        if on_progress is not None:
+            on_progress(progress)
+
+
+# -- Ray ---------------------------------------------------------------------------------------------------------------
+def _on_ray(cells: list[Cell], address: str | None, on_start: Callable[[Cell], None] | None) -> Iterator[Outcome]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray needs Ray: pip install 'shockwave[cluster]'") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
+    refs: dict[Any, Cell] = {}
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=0)(_guarded)
+        refs = {remote.remote(cell, None): cell for cell in cells}
+        if on_start is not None:
+            for cell in cells:
+                on_start(cell)
+        while refs:
+            done, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
+            for ref in done:
+                cell = refs.pop(ref)
+                try:
+                    result, error = ray.get(ref)
+                except Exception as exc:  # the task's worker or node died
+                    result, error = None, f"Ray task failed: {exc}"
+                yield Outcome(cell, result, error)
+    except BaseException:
+        for ref in refs:
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        if started_here:
+            ray.shutdown()

@@ -1,0 +1,271 @@
+"""`shockwave sweep`: a grid of workloads x cluster sizes x policies x seeds, resumable, locally or on Ray.
+
+Cells already finished in the output folder (same inputs, same key) are kept and skipped; a failed cell is
+recorded with its error and the others go on; the aggregated table and Fig. 9-style figures are made from every
+finished cell of the sweep, also after an interruption.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from shockwave.errors import InputError
+from shockwave.experiments import figures, store
+from shockwave.experiments.cell import Cell, read_text
+from shockwave.experiments.figures import HEADLINE
+from shockwave.experiments.parallel import CellProgress, run_cells
+from shockwave.experiments.sweep_spec import SweepSpec
+
+log = logging.getLogger(__name__)
+SPEC_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    cells: int
+    reused: int
+    computed: int
+    failed: dict[str, str]
+
+
+def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
+    """Every cell of the sweep; generated traces are written to out/traces (kept for the user)."""
+    from shockwave.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.simulator.mechanics import preset
+    from shockwave.workload.generator import GeneratorParams, generate
+    from shockwave.workload.throughput import load_throughputs
+    from shockwave.workload.trace import read_trace, write_trace
+
+    if not spec.cases:
+        raise InputError(
+            "the sweep names no workload: give traces (--trace) or generator parameters (--generate) "
+            "with cluster sizes (--gpus), or [[case]] entries"
+        )
+    if not spec.policies:
+        raise InputError("the sweep names no policy (--policies)")
+    preset(spec.mechanics).with_round_seconds(spec.round_seconds)
+    model = load_throughputs(spec.throughputs)
+    throughputs_text = read_text(spec.throughputs, "throughput file") if spec.throughputs else None
+    cells = []
+    for case in spec.cases:
+        ClusterSpec(case.gpus, spec.gpus_per_server)
+        config_path = case.config or spec.config
+        config_text = None
+        if config_path is not None:
+            ShockwaveConfig.from_json(config_path)
+            config_text = read_text(config_path, "config file")
+        workloads: list[tuple[str, str, int | None, str | None, dict[str, Any]]] = []
+        if case.trace is not None:
+            workloads.append((case.trace.stem, read_text(case.trace, "trace"), None, str(case.trace), {}))
+        else:
+            for seed in spec.seeds:
+                params = GeneratorParams(
+                    **{k: tuple(v) if isinstance(v, list) else v for k, v in (case.generate or {}).items()}, seed=seed
+                )
+                path = out / "traces" / params.file_name()
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_trace(generate(params, model), path)
+                workloads.append((path.stem, path.read_text(), seed, str(path), {"generator": asdict(params)}))
+        for label, text, seed, path, extra in workloads:
+            jobs = read_trace(path, model) if path else []
+            too_big = [i for i, job in enumerate(jobs) if job.scale_factor > case.gpus]
+            if too_big:
+                raise InputError(
+                    f"job {too_big[0]} needs {jobs[too_big[0]].scale_factor} GPUs but this case's "
+                    f"cluster has {case.gpus}",
+                    path=path,
+                    field="scale_factor",
+                )
+            for policy in spec.policies:
+                shockwave = policy == "shockwave"
+                cells.append(
+                    Cell(
+                        label=label,
+                        trace_text=text,
+                        gpus=case.gpus,
+                        policy=policy,
+                        mechanics=spec.mechanics,
+                        round_seconds=spec.round_seconds,
+                        gpus_per_server=spec.gpus_per_server,
+                        seed=seed,
+                        trace_path=path,
+                        throughputs_name=str(spec.throughputs) if spec.throughputs else None,
+                        throughputs_text=throughputs_text,
+                        config_name=str(config_path) if shockwave and config_path else None,
+                        config_text=config_text if shockwave else None,
+                        extra=extra,
+                    )
+                )
+    return cells
+
+
+def run_sweep(
+    spec: SweepSpec,
+    out: Path,
+    *,
+    workers: int,
+    ray: bool,
+    address: str | None,
+    console: Console,
+    show_progress: bool = True,
+) -> SweepRun:
+    store.ensure_writable(out)
+    cells = build_cells(spec, out)
+    store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
+    finished = store.finished_keys(out)
+    todo = [c for c in cells if c.key not in finished]
+    reused = len(cells) - len(todo)
+    console.print(
+        f"{len(cells)} cells: {reused} already finished in {out} (kept), {len(todo)} to run"
+        + (" on Ray" if ray else f" on {min(workers, max(len(todo), 1))} local processes")
+    )
+    failed: dict[str, str] = {}
+    computed = 0
+    try:
+        with Progress(
+            TextColumn("{task.description:<60}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[note]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not show_progress,
+        ) as progress:
+            overall = progress.add_task("[bold]cells", total=len(todo), note="")
+            running: dict[str, TaskID] = {}
+
+            def on_start(cell: Cell) -> None:
+                running[cell.key] = progress.add_task(
+                    f"  {cell.label[:30]} {cell.gpus} GPUs {cell.policy}", total=None, note=""
+                )
+
+            def on_progress(update: CellProgress) -> None:
+                if update.key in running:
+                    progress.update(
+                        running[update.key],
+                        completed=update.finished_jobs,
+                        total=update.total_jobs,
+                        note=f"t = {update.now_s / 3600:5.2f} h",
+                    )
+
+            for outcome in run_cells(
+                todo, workers=workers, ray=ray, address=address, on_start=on_start, on_progress=on_progress
+            ):
+                key = outcome.cell.key
+                if key in running:
+                    progress.remove_task(running.pop(key))
+                progress.advance(overall)
+                if outcome.result is None:
+                    failed[key] = outcome.error or "failed"
+                    store.write_json(
+                        store.error_path(out, key), {"cell": outcome.cell.describe(), "error": failed[key]}
+                    )
+                    log.error("cell %s failed: %s", key, failed[key].splitlines()[0])
+                    continue
+                store.write_json(store.cell_path(out, key), outcome.result)
+                store.error_path(out, key).unlink(missing_ok=True)
+                computed += 1
+    finally:
+        render(out, console, keys=[c.key for c in cells], quiet=True)
+    return SweepRun(len(cells), reused, computed, failed)
+
+
+def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (cluster size, policy): mean, min and max of each headline metric over seeds and workloads."""
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for r in results:
+        groups.setdefault((r["gpus"], r["policy"]), []).append(r)
+    rows = []
+    for (gpus, policy), members in sorted(groups.items()):
+        row: dict[str, Any] = {
+            "gpus": gpus,
+            "policy": policy,
+            "cells": len(members),
+            "workloads": " ".join(sorted({m["cell"]["label"] for m in members})),
+        }
+        for key, *_ in HEADLINE:
+            values = np.array([m[key] for m in members], dtype=float)
+            row[f"{key}_mean"], row[f"{key}_min"], row[f"{key}_max"] = values.mean(), values.min(), values.max()
+        rows.append(row)
+    return rows
+
+
+def cell_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    keys = (
+        "makespan_s",
+        "avg_jct_s",
+        "worst_ftf",
+        "unfair_fraction",
+        "utilization",
+        "num_rounds",
+        "makespan_lower_bound_s",
+        "wall_seconds",
+    )
+    return [
+        {
+            "key": r["cell"]["key"],
+            "label": r["cell"]["label"],
+            "gpus": r["gpus"],
+            "policy": r["policy"],
+            "seed": r["cell"]["seed"],
+            **{k: r[k] for k in keys},
+        }
+        for r in results
+    ]
+
+
+def render(out: Path, console: Console, keys: list[str] | None = None, quiet: bool = False) -> list[Path]:
+    """Table, results.json/csv, summary.csv and figures from the finished cells of the sweep in `out`."""
+    if keys is None:
+        keys = [c["key"] for c in store.read_json(out / SPEC_FILE)["cells"]]
+    results = store.read_cells(out, keys)
+    if not results:
+        if not quiet:
+            console.print(f"no finished cells in {out} yet")
+        return []
+    rows = aggregate(results)
+    store.write_json(out / "results.json", results)
+    store.write_csv(out / "results.csv", cell_rows(results))
+    store.write_csv(out / "summary.csv", rows)
+    paths = figures.scale_lines(
+        rows,
+        out / "figures" / "scale",
+        f"Sweep in {out.name}: {len(results)} cells, {results[0]['mechanics']} mechanics",
+    )
+    print_summary(console, rows, len(results), len(keys))
+    return paths
+
+
+def print_summary(console: Console, rows: list[dict[str, Any]], finished: int, total: int) -> None:
+    table = Table(
+        title=f"sweep: {finished} of {total} cells finished (mean, and min-max over seeds and workloads)",
+        title_justify="left",
+    )
+    for column in ("GPUs", "policy", "cells", "makespan s", "avg JCT s", "worst rho", "unfair %"):
+        table.add_column(column, justify="left" if column == "policy" else "right")
+    for row in rows:
+        table.add_row(
+            str(row["gpus"]),
+            row["policy"],
+            str(row["cells"]),
+            _spread(row, "makespan_s", "{:.0f}"),
+            _spread(row, "avg_jct_s", "{:.0f}"),
+            _spread(row, "worst_ftf", "{:.2f}"),
+            _spread(row, "unfair_fraction", "{:.1f}", 100),
+        )
+    console.print(table)
+
+
+def _spread(row: dict[str, Any], key: str, fmt: str, scale: float = 1.0) -> str:
+    mean, low, high = (row[f"{key}_{s}"] * scale for s in ("mean", "min", "max"))
+    text = fmt.format(mean)
+    return text if low == high else f"{text} ({fmt.format(low)}-{fmt.format(high)})"

@@ -1,0 +1,237 @@
+"""What a sweep asks for, from a TOML file and/or command-line flags, checked before anything runs.
+
+    policies = ["shockwave", "max_min_fairness"]   # or "all"
+    seeds = [0, 1, 2]                              # generator seeds (traces from files have none)
+    gpus = [32, 64]                                # crossed with `traces` and `generate` below
+    traces = ["a.trace"]
+    generate = [{ jobs = 120, lam = 40 }]          # generator parameters (see `trace generate`), one trace per seed
+    throughputs = "tacc_throughputs.json"          # optional; default: the built-in model
+    config = "tacc_32gpus.json"                    # Shockwave's hyperparameters, optional
+    mechanics = "reference"
+    round_seconds = 120
+
+    [[case]]                                       # explicit pairs: a workload on its own cluster (and config)
+    trace = "220_....trace"
+    gpus = 64
+    config = "scale_64gpus.json"
+
+Relative paths are relative to the TOML file. Flags override the file's top-level keys and add traces.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from shockwave.errors import InputError
+from shockwave.workload.generator import GeneratorParams
+
+TOP_KEYS = {
+    "policies",
+    "seeds",
+    "gpus",
+    "traces",
+    "generate",
+    "throughputs",
+    "config",
+    "mechanics",
+    "round_seconds",
+    "gpus_per_server",
+    "case",
+}
+CASE_KEYS = {"trace", "generate", "gpus", "config"}
+GENERATOR_KEYS = {f.name for f in fields(GeneratorParams)} - {"seed"}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One workload (a trace file, or generator parameters) on one cluster size."""
+
+    gpus: int
+    trace: Path | None = None
+    generate: dict[str, Any] | None = None
+    config: Path | None = None
+
+
+@dataclass
+class SweepSpec:
+    cases: list[Case] = field(default_factory=list)
+    policies: list[str] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    throughputs: Path | None = None
+    config: Path | None = None
+    mechanics: str = "reference"
+    round_seconds: float = 120.0
+    gpus_per_server: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cases": [
+                {
+                    "gpus": c.gpus,
+                    "trace": str(c.trace) if c.trace else None,
+                    "generate": c.generate,
+                    "config": str(c.config or self.config) if (c.config or self.config) else None,
+                }
+                for c in self.cases
+            ],
+            "policies": self.policies,
+            "seeds": self.seeds,
+            "mechanics": self.mechanics,
+            "round_seconds": self.round_seconds,
+            "gpus_per_server": self.gpus_per_server,
+            "throughputs": str(self.throughputs) if self.throughputs else None,
+        }
+
+
+def load_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise InputError("sweep file not found", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"not valid TOML: {exc}", path=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read sweep file: {exc.strerror}", path=path) from None
+
+
+def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec:
+    """A spec from a parsed TOML table (paths relative to `base`); `source` names the file in errors."""
+    unknown = set(raw) - TOP_KEYS
+    if unknown:
+        raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(TOP_KEYS)}", path=source)
+    spec = SweepSpec(
+        policies=_policies(raw.get("policies", []), source),
+        seeds=_ints(raw.get("seeds", [0]), "seeds", source, minimum=0),
+        throughputs=_path(raw.get("throughputs"), base, "throughputs", source),
+        config=_path(raw.get("config"), base, "config", source),
+        mechanics=_string(raw.get("mechanics", "reference"), "mechanics", source),
+        round_seconds=_number(raw.get("round_seconds", 120.0), "round_seconds", source),
+        gpus_per_server=_ints(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1)[0],
+    )
+    gpus = _ints(raw.get("gpus", []), "gpus", source, minimum=1)
+    spec.cases += product(
+        _paths(raw.get("traces", []), base, "traces", source),
+        _generators(raw.get("generate", []), "generate", source),
+        gpus,
+    )
+    for index, entry in enumerate(_tables(raw.get("case", []), "case", source)):
+        where = f"case[{index}]"
+        unknown = set(entry) - CASE_KEYS
+        if unknown:
+            raise InputError(f"unknown key(s) {sorted(unknown)} in {where}; known: {sorted(CASE_KEYS)}", path=source)
+        if ("trace" in entry) == ("generate" in entry):
+            raise InputError(f"{where} needs exactly one of 'trace' and 'generate'", path=source)
+        if "gpus" not in entry:
+            raise InputError(f"{where} needs 'gpus'", path=source)
+        config = _path(entry.get("config"), base, f"{where}.config", source)
+        traces = [_path(entry["trace"], base, f"{where}.trace", source)] if "trace" in entry else []
+        generators = _generators([entry["generate"]], f"{where}.generate", source) if "generate" in entry else []
+        for case in product(traces, generators, _ints(entry["gpus"], f"{where}.gpus", source, minimum=1)):
+            spec.cases.append(Case(case.gpus, case.trace, case.generate, config))
+    return spec
+
+
+def product(traces: list[Path], generators: list[dict[str, Any]], gpus: list[int]) -> list[Case]:
+    if (traces or generators) and not gpus:
+        raise InputError("traces given but no cluster size: set gpus (--gpus)")
+    return [Case(g, trace=t) for t in traces for g in gpus] + [Case(g, generate=p) for p in generators for g in gpus]
+
+
+def parse_generator(text: str, where: str = "--generate") -> dict[str, Any]:
+    """'jobs=120,lam=40' -> {'jobs': 120, 'lam': 40.0}; mixes are given as 'mode_mix=0/0.5/0.5'."""
+    params: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(f"{where} expects key=value pairs, got {item!r}")
+        params[key.strip()] = [float(v) for v in value.split("/")] if "/" in value else _scalar(value, where)
+    return _generators([params], where, None)[0]
+
+
+def _scalar(value: str, where: str) -> float | int:
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            raise InputError(f"{where}: {value!r} is not a number") from None
+
+
+# -- checks ------------------------------------------------------------------------------------------------------------
+def _policies(value: Any, source: Path | None) -> list[str]:
+    from shockwave.policies.registry import POLICIES, canonical_name
+
+    if value == "all":
+        return list(POLICIES)
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError("'policies' must be a list of names or \"all\"", path=source)
+    try:
+        return list(dict.fromkeys(canonical_name(v) for v in value))
+    except InputError as exc:
+        raise InputError(exc.reason, path=source, field="policies") from None
+
+
+def _ints(value: Any, key: str, source: Path | None, minimum: int) -> list[int]:
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in values):
+        raise InputError(f"'{key}' must be integers >= {minimum}, got {value!r}", path=source)
+    return values
+
+
+def _number(value: Any, key: str, source: Path | None) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise InputError(f"'{key}' must be a number > 0, got {value!r}", path=source)
+    return float(value)
+
+
+def _string(value: Any, key: str, source: Path | None) -> str:
+    if not isinstance(value, str):
+        raise InputError(f"'{key}' must be a string, got {value!r}", path=source)
+    return value
+
+
+def _path(value: Any, base: Path, key: str, source: Path | None) -> Path | None:
+    if value is None:
+        return None
+    path = base / _string(value, key, source)
+    if not path.is_file():
+        raise InputError(f"'{key}' names a file that does not exist: {path}", path=source)
+    return path
+
+
+def _paths(value: Any, base: Path, key: str, source: Path | None) -> list[Path]:
+    values = value if isinstance(value, list) else [value]
+    return [p for v in values if (p := _path(v, base, key, source)) is not None]
+
+
+def _tables(value: Any, key: str, source: Path | None) -> list[dict[str, Any]]:
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, dict) for v in values):
+        raise InputError(f"'{key}' must be a table or an array of tables", path=source)
+    return values
+
+
+def _generators(value: Any, key: str, source: Path | None) -> list[dict[str, Any]]:
+    checked = []
+    for table in _tables(value, key, source):
+        unknown = set(table) - GENERATOR_KEYS
+        if unknown:
+            raise InputError(
+                f"unknown generator key(s) {sorted(unknown)} in {key}; known: {sorted(GENERATOR_KEYS)}", path=source
+            )
+        params = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
+        try:
+            GeneratorParams(**params).validate()
+        except InputError as exc:
+            raise InputError(f"{key}: {exc.reason}", path=source) from None
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{key}: {exc}", path=source) from None
+        checked.append(table)
+    return checked

@@ -1,0 +1,285 @@
+"""compare, sweep and report end to end, as a researcher runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import matplotlib.image
+import pytest
+from rich.console import Console
+
+from conftest import require_reference
+from shockwave.experiments import sweep as sweep_module
+from shockwave.experiments.cell import without_timing
+from shockwave.experiments.sweep import run_sweep
+from shockwave.experiments.sweep_spec import Case, SweepSpec
+from shockwave.workload.generator import GeneratorParams, generate
+from shockwave.workload.throughput import load_throughputs
+from shockwave.workload.trace import write_trace
+from test_cli_trace import shockwave
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads(resources.files("shockwave").joinpath("schemas/result.schema.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def small_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("trace") / "small.trace"
+    write_trace(generate(GeneratorParams(jobs=30, max_hours=0.8, lam=40.0, seed=4), load_throughputs(None)), path)
+    return path
+
+
+def check_figure(png: Path) -> None:
+    image = matplotlib.image.imread(png)
+    assert image.shape[0] >= 500 and image.shape[1] >= 900, (png, image.shape)
+    assert image.std() > 0.05  # not a blank canvas
+    assert ET.parse(png.with_suffix(".svg")).getroot().tag.endswith("svg")
+
+
+def check_results(results: list[dict]) -> None:
+    for result in results:
+        jsonschema.validate(result, SCHEMA)
+
+
+# -- compare -----------------------------------------------------------------------------------------------------------
+def test_compare_writes_results_and_figures_and_report_rerenders(tmp_path: Path, small_trace: Path) -> None:
+    out = tmp_path / "cmp"
+    run = shockwave(
+        "compare",
+        "--trace",
+        small_trace,
+        "--gpus",
+        8,
+        "--policies",
+        "shockwave,gavel,themis",
+        "--mechanics",
+        "corrected",
+        "--out",
+        out,
+        "-j",
+        2,
+    )
+    assert run.returncode == 0, run.stderr
+    results = json.loads((out / "results.json").read_text())
+    assert [r["policy"] for r in results] == ["shockwave", "max_min_fairness", "finish_time_fairness"]
+    check_results(results)
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 4 and "makespan_s_vs_shockwave" in rows[0] and "makespan_vs_lower_bound" in rows[0]
+    for name in ("metrics", "rho_cdf", "timeline"):
+        check_figure(out / "figures" / f"{name}.png")
+    assert "(ratio to shockwave)" in run.stdout and "max_min_fairness" in run.stdout
+    for png in (out / "figures").glob("*"):
+        png.unlink()
+    again = shockwave("report", out)
+    assert again.returncode == 0, again.stderr
+    check_figure(out / "figures" / "timeline.png")
+
+
+@pytest.mark.slow
+def test_compare_all_policies_on_the_canonical_trace(tmp_path: Path, canonical_trace: Path, tacc_path: Path) -> None:
+    config = require_reference("configurations", "tacc_32gpus.json")
+    run = shockwave(
+        "compare",
+        "--trace",
+        canonical_trace,
+        "--throughputs",
+        tacc_path,
+        "--gpus",
+        32,
+        "--config",
+        config,
+        "--policies",
+        "all",
+        "--out",
+        tmp_path,
+    )
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert len(results) == 8 and all(r["unfinished_jobs"] == [] for r in results)
+    check_results(results)
+    published = json.loads(require_reference("published_canonical.json").read_text())["policies"]
+    by_policy = {r["policy"]: r for r in results}
+    assert by_policy["max_min_fairness"]["makespan_s"] == pytest.approx(published["max_min_fairness"]["makespan_s"])
+    for name in ("metrics", "rho_cdf", "timeline"):
+        check_figure(tmp_path / "figures" / f"{name}.png")
+
+
+# -- sweep -------------------------------------------------------------------------------------------------------------
+def sweep_args(out: Path, trace: Path) -> list[str | Path]:
+    return [
+        "sweep",
+        "--trace",
+        trace,
+        "--gpus",
+        "8,16",
+        "--policies",
+        "shockwave,gavel",
+        "--mechanics",
+        "corrected",
+        "--out",
+        out,
+    ]
+
+
+def test_sweep_aggregates_and_rerun_skips_finished_cells(tmp_path: Path, small_trace: Path) -> None:
+    first = shockwave(*sweep_args(tmp_path, small_trace), "-j", 2)
+    assert first.returncode == 0, first.stderr
+    assert "4 computed, 0 reused" in first.stdout
+    results = json.loads((tmp_path / "results.json").read_text())
+    check_results(results)
+    summary = (tmp_path / "summary.csv").read_text().splitlines()
+    assert len(summary) == 5 and summary[0].startswith("gpus,policy,cells")
+    check_figure(tmp_path / "figures" / "scale.png")
+    stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cells").glob("*.json")}
+    second = shockwave(*sweep_args(tmp_path, small_trace))
+    assert "0 computed, 4 reused" in second.stdout
+    assert {p: p.stat().st_mtime_ns for p in (tmp_path / "cells").glob("*.json")} == stamps
+
+
+def test_interrupted_sweep_resumes_with_only_unfinished_cells(tmp_path: Path) -> None:
+    traces = []
+    for seed in range(3):
+        path = tmp_path / f"t{seed}.trace"
+        write_trace(
+            generate(GeneratorParams(jobs=40, max_hours=1.0, lam=30.0, seed=seed), load_throughputs(None)), path
+        )
+        traces.append(path)
+    out = tmp_path / "out"
+    args = [
+        "sweep",
+        *(a for t in traces for a in ("--trace", t)),
+        "--gpus",
+        "8,12",
+        "--policies",
+        "shockwave",
+        "--mechanics",
+        "corrected",
+        "--out",
+        out,
+        "-j",
+        "1",
+    ]
+    command = [sys.executable, "-m", "shockwave", *map(str, args)]
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + 120
+    while not list((out / "cells").glob("*.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole process group
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+    done = {p: p.stat().st_mtime_ns for p in (out / "cells").glob("*.json")}
+    assert 1 <= len(done) < 6
+    rerun = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{6 - len(done)} computed, {len(done)} reused" in rerun.stdout
+    assert {p: p.stat().st_mtime_ns for p in done} == done
+    assert len(list((out / "cells").glob("*.json"))) == 6
+
+
+def test_a_failing_cell_is_reported_and_the_others_finish(
+    tmp_path: Path, small_trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = SweepSpec(
+        cases=[Case(gpus=8, trace=small_trace)], policies=["shockwave", "max_min_fairness"], mechanics="corrected"
+    )
+    real_build = sweep_module.build_cells
+
+    def with_a_broken_cell(spec: SweepSpec, out: Path) -> list:
+        cells = real_build(spec, out)
+        from dataclasses import replace
+
+        return [replace(cells[0], trace_text="not a trace\n", label="broken"), *cells[1:]]
+
+    monkeypatch.setattr(sweep_module, "build_cells", with_a_broken_cell)
+    run = run_sweep(
+        spec, tmp_path, workers=2, ray=False, address=None, console=Console(quiet=True), show_progress=False
+    )
+    assert run.computed == 1 and len(run.failed) == 1
+    ((key, error),) = run.failed.items()
+    assert "broken.trace:1" in error
+    assert json.loads((tmp_path / "cells" / f"{key}.error.json").read_text())["error"] == error
+    assert len(json.loads((tmp_path / "results.json").read_text())) == 1
+
+
+@pytest.mark.slow
+def test_scale_sweep_locally_and_on_ray_gives_identical_results(tmp_path: Path) -> None:
+    require_reference("traces")
+    local = shockwave("sweep", ROOT / "examples" / "scale.toml", "--out", tmp_path / "local")
+    assert local.returncode == 0, local.stderr
+    on_ray = shockwave("sweep", ROOT / "examples" / "scale.toml", "--out", tmp_path / "ray", "--ray")
+    assert on_ray.returncode == 0, on_ray.stderr
+    results = {}
+    for name in ("local", "ray"):
+        data = json.loads((tmp_path / name / "results.json").read_text())
+        check_results(data)
+        results[name] = {r["cell"]["key"]: without_timing(r) for r in data}
+    assert len(results["local"]) == 9 and results["local"] == results["ray"]
+    shockwave_rows = [r for r in results["local"].values() if r["policy"] == "shockwave"]
+    for ours in shockwave_rows:
+        fair = [r for r in results["local"].values() if r["gpus"] == ours["gpus"] and r["policy"] != "shockwave"]
+        assert all(ours["makespan_s"] * 1.3 <= r["makespan_s"] for r in fair)
+        assert all(ours["worst_ftf"] * 2 <= r["worst_ftf"] for r in fair)
+
+
+# -- bad input ---------------------------------------------------------------------------------------------------------
+def test_bad_sweep_inputs_exit_2_and_lose_nothing(tmp_path: Path, small_trace: Path) -> None:
+    out = tmp_path / "out"
+    assert shockwave(*sweep_args(out, small_trace)).returncode == 0
+    kept = sorted(p.name for p in (out / "cells").iterdir())
+
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text('policies = ["shockwave"\ngpus = [8]\n')
+    run = shockwave("sweep", bad_toml, "--out", out)
+    assert run.returncode == 2 and "bad.toml" in run.stderr and "line" in run.stderr
+
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('policies = ["shockwave"]\ngpu = [8]\n')
+    run = shockwave("sweep", unknown, "--out", out)
+    assert run.returncode == 2 and "unknown key(s) ['gpu']" in run.stderr
+
+    run = shockwave(*sweep_args(out, small_trace)[:-2], "--out", out, "--policies", "shockwave,nosuch")
+    assert run.returncode == 2 and "unknown policy 'nosuch'" in run.stderr
+
+    run = shockwave(*sweep_args(out, tmp_path / "missing.trace"))
+    assert run.returncode == 2 and "missing.trace" in run.stderr
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    run = shockwave(*sweep_args(blocker / "out", small_trace))
+    assert run.returncode == 2 and "not writable" in run.stderr
+
+    assert sorted(p.name for p in (out / "cells").iterdir()) == kept
+
+
+def test_bad_compare_and_report_inputs_exit_2(tmp_path: Path, small_trace: Path) -> None:
+    run = shockwave("compare", "--trace", small_trace, "--gpus", 8, "--policies", "shockwave,nosuch", "--out", tmp_path)
+    assert run.returncode == 2 and "unknown policy 'nosuch'" in run.stderr
+    run = shockwave("compare", "--trace", small_trace, "--gpus", 2, "--out", tmp_path)
+    assert run.returncode == 2 and "needs 4 GPUs" in run.stderr and "scale_factor" in run.stderr
+    run = shockwave("report", tmp_path / "nothing-here")
+    assert run.returncode == 2 and "no results" in run.stderr
+
+
+def test_demo_compares_shockwave_with_three_baselines(tmp_path: Path) -> None:
+    run = shockwave("demo", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [r["policy"] for r in results] == [
+        "shockwave",
+        "max_min_fairness",
+        "finish_time_fairness",
+        "min_total_duration",
+    ]
+    assert "figures (PNG" in run.stdout and (tmp_path / "figures" / "metrics.png").exists()
