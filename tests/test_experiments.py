@@ -283,3 +283,40 @@ def test_demo_compares_shockwave_with_three_baselines(tmp_path: Path) -> None:
         "min_total_duration",
     ]
     assert "figures (PNG" in run.stdout and (tmp_path / "figures" / "metrics.png").exists()
+
+
+# -- the sweep description -----------------------------------------------------------------------------------------
+def test_sweep_spec_accepts_single_values_and_cases(tmp_path: Path, small_trace: Path) -> None:
+    from shockwave.experiments.sweep_spec import load_toml, parse_generator, spec_from
+
+    spec_file = tmp_path / "s.toml"
+    spec_file.write_text(
+        f'policies = "gavel"\ngpus = 8\ntraces = "{small_trace}"\ngenerate = {{ jobs = 20, lam = 30 }}\n'
+        f'[[case]]\ntrace = "{small_trace}"\ngpus = [16, 32]\n'
+    )
+    spec = spec_from(load_toml(spec_file), tmp_path, spec_file)
+    assert spec.policies == ["max_min_fairness"] and spec.seeds == [0]
+    assert [(c.gpus, c.trace is not None) for c in spec.cases] == [(8, True), (8, False), (16, True), (32, True)]
+    assert parse_generator("jobs=20,lam=30,mode_mix=0/0.5/0.5") == {"jobs": 20, "lam": 30, "mode_mix": [0, 0.5, 0.5]}
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("[[case]]\ngpus = 8\n", "exactly one of 'trace' and 'generate'"),
+        ("[[case]]\ngenerate = { jobs = 10 }\n", "needs 'gpus'"),
+        ("gpus = [8]\ngenerate = { jobs = 0 }\n", "--jobs must be >= 1"),
+        ("gpus = [8]\ngenerate = { job = 10 }\n", "unknown generator key(s) ['job']"),
+        ("seeds = [-1]\n", "'seeds' must be integers >= 0"),
+        ("generate = { jobs = 10 }\n", "no cluster size"),
+    ],
+)
+def test_sweep_spec_errors_name_the_file(tmp_path: Path, text: str, words: str) -> None:
+    from shockwave.errors import InputError
+    from shockwave.experiments.sweep_spec import load_toml, spec_from
+
+    spec_file = tmp_path / "s.toml"
+    spec_file.write_text(text)
+    with pytest.raises(InputError) as caught:
+        spec_from(load_toml(spec_file), tmp_path, spec_file)
+    assert words in str(caught.value)

@@ -233,6 +233,13 @@ def compare_cmd(
         raise typer.Exit(1)
 
 
+def _as_list(value: Any) -> list[Any]:
+    """A TOML key that may hold one value or a list of them."""
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
 @app.command("sweep")
 def sweep_cmd(
     spec_file: Annotated[Path | None, typer.Argument(help="Sweep description (TOML); flags override it.")] = None,
@@ -271,15 +278,12 @@ def sweep_cmd(
     for key, path in (("throughputs", throughputs), ("config", config)):
         if path is not None:
             raw[key] = str(path.resolve())
-    raw["traces"] = [*raw.get("traces", []), *(str(t.resolve()) for t in traces or [])]
-    raw["generate"] = [
-        *(raw["generate"] if isinstance(raw.get("generate"), list) else [raw["generate"]] if "generate" in raw else []),
-        *(parse_generator(g) for g in generate or []),
-    ]
+    raw["traces"] = [*_as_list(raw.get("traces")), *(str(t.resolve()) for t in traces or [])]
+    raw["generate"] = [*_as_list(raw.get("generate")), *(parse_generator(g) for g in generate or [])]
     spec = spec_from(raw, base, spec_file)
     if address is not None and not ray:
         raise InputError("--address joins a Ray cluster: add --ray")
-    folder = output or (spec_file.with_suffix("") if spec_file is not None else None)
+    folder = output or (Path("results") / spec_file.stem if spec_file is not None else None)
     if folder is None:
         raise InputError("--out is required without a sweep file")
     run = run_sweep(

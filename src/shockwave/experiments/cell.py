@@ -13,6 +13,7 @@ import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,7 @@ class Cell:
     extra: dict[str, Any] = field(default_factory=dict)
     """Case metadata reported with the result (for example the generator's parameters)."""
 
-    @property
+    @cached_property
     def key(self) -> str:
         """Readable and unique: label, cluster, policy, seed and a digest of everything else."""
         digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]

@@ -52,7 +52,7 @@ def run_cells(
     on_progress: OnProgress | None = None,
 ) -> Iterator[Outcome]:
     if ray:
-        yield from _on_ray(cells, address, on_start)
+        yield from _on_ray(cells, address)
     else:
         yield from _on_pool(cells, max(1, workers), on_start, on_progress)
 
@@ -141,7 +141,8 @@ def _drain(
 
 
 # -- Ray ---------------------------------------------------------------------------------------------------------------
-def _on_ray(cells: list[Cell], address: str | None, on_start: Callable[[Cell], None] | None) -> Iterator[Outcome]:
+def _on_ray(cells: list[Cell], address: str | None) -> Iterator[Outcome]:
+    """Ray schedules the tasks itself, so there is no per-cell progress, only cells finished."""
     try:
         import ray
     except ImportError:
@@ -153,9 +154,6 @@ def _on_ray(cells: list[Cell], address: str | None, on_start: Callable[[Cell], N
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_guarded)
         refs = {remote.remote(cell, None): cell for cell in cells}
-        if on_start is not None:
-            for cell in cells:
-                on_start(cell)
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
             for ref in done:

@@ -117,6 +117,7 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
         _paths(raw.get("traces", []), base, "traces", source),
         _generators(raw.get("generate", []), "generate", source),
         gpus,
+        source,
     )
     for index, entry in enumerate(_tables(raw.get("case", []), "case", source)):
         where = f"case[{index}]"
@@ -135,9 +136,11 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
     return spec
 
 
-def product(traces: list[Path], generators: list[dict[str, Any]], gpus: list[int]) -> list[Case]:
+def product(
+    traces: list[Path], generators: list[dict[str, Any]], gpus: list[int], source: Path | None = None
+) -> list[Case]:
     if (traces or generators) and not gpus:
-        raise InputError("traces given but no cluster size: set gpus (--gpus)")
+        raise InputError("workloads given but no cluster size: set gpus (--gpus)", path=source)
     return [Case(g, trace=t) for t in traces for g in gpus] + [Case(g, generate=p) for p in generators for g in gpus]
 
 
