@@ -319,6 +319,78 @@ def report_cmd(
     _print_paths(paths)
 
 
+@app.command("run")
+def run_cmd(
+    output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
+    trace: Annotated[Path | None, typer.Option("--trace", help="Trace file (12-column TSV).")] = None,
+    policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias.")] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Join this Ray cluster (default: start a local one with --gpus logical GPUs)."),
+    ] = None,
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 10.0,
+    time_scale: Annotated[float, typer.Option("--time-scale", help="Divide arrivals and step counts by this.")] = 1.0,
+    journal: Annotated[
+        Path | None, typer.Option("--journal", help="SQLite journal; default DIR/journal.sqlite.")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --journal.")] = False,
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    placement: Annotated[
+        str,
+        typer.Option(
+            "--placement", help="Ray placement strategy of a gang: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD."
+        ),
+    ] = "PACK",
+    max_restarts: Annotated[
+        int, typer.Option("--max-restarts", min=0, help="Restarts of a crashing job before it is marked failed.")
+    ] = 3,
+    command: Annotated[
+        str | None,
+        typer.Option("--job-command", help="Command of each job; {family}, {batch_size} and {job_id} are filled in."),
+    ] = None,
+    realloc_seconds: Annotated[
+        float | None,
+        typer.Option(
+            "--realloc-seconds", help="Gavel-style policies reallocate at most this often (default: every round)."
+        ),
+    ] = None,
+) -> None:
+    """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator."""
+    from shockwave.report import print_run_summary
+    from shockwave.runtime.run import DEFAULT_COMMAND, RunRequest, run
+
+    if not resume and (trace is None or policy is None or gpus is None):
+        raise InputError("--trace, --policy and --gpus are required (unless --resume continues a journal)")
+    request = RunRequest(
+        trace=trace or Path(),
+        policy=policy or "",
+        gpus=gpus or 1,
+        out=output,
+        address=address,
+        round_seconds=round_seconds,
+        time_scale=time_scale,
+        journal=journal,
+        resume=resume,
+        throughputs=throughputs,
+        config=config,
+        placement=placement.upper(),
+        max_restarts=max_restarts,
+        command=command or DEFAULT_COMMAND,
+        realloc_seconds=realloc_seconds,
+    )
+    result = run(request)
+    print_run_summary(out, result)
+    out.print(
+        f"results: {output / 'results.json'}; replay it: shockwave simulate --trace "
+        f"{output / 'trace.scaled.trace'} --throughputs {output / 'measured_throughputs.json'} ..."
+    )
+    if result["unfinished_jobs"]:
+        err.print(f"[red]failed jobs:[/red] {result['failed_jobs']}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+
+
 DEMO_POLICIES = "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
 
 

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from shockwave.atomic import write_atomically
 from shockwave.errors import InputError
 from shockwave.report import comparison_rows
 
@@ -32,7 +33,7 @@ def ensure_writable(folder: Path) -> None:
 
 
 def write_json(path: Path, data: Any) -> None:
-    _atomic(path, json.dumps(data, indent=1))
+    write_atomically(path, json.dumps(data, indent=1))
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -43,13 +44,6 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
         writer = csv.DictWriter(f, fieldnames=columns)
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(f.name, path)
-
-
-def _atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(text)
     os.replace(f.name, path)
 
 

@@ -1,0 +1,72 @@
+"""What the runtime scheduler asks of a cluster, whatever runs the jobs (Ray, or an in-process fake for tests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Launch:
+    job_id: int
+    gang: int
+    """GPUs (and processes) the job runs on."""
+    command: list[str]
+    deadline: float
+    """Wall-clock time the lease ends unless extended."""
+    total_steps: int
+    batch_size: int
+    checkpoint: bytes | None
+    """The job's latest checkpoint, to resume from (None: start fresh)."""
+
+
+@dataclass(frozen=True)
+class GangStatus:
+    step: int | None
+    """Global steps done, as last reported by the job (None before its first report)."""
+    reported_at: float | None
+    exited: bool
+    """Every member of the gang has exited."""
+    failure: str | None
+    """Why the gang failed (a member exited with an error or died), if it did."""
+    done: bool
+    """The job reached its total step count."""
+    requested_batch_size: int | None
+    start_step: int | None = None
+    """The step this lease started from."""
+    first_step_at: float | None = None
+    """When the lease's first step began (after the process started and loaded its checkpoint)."""
+
+    def lease_rate(self) -> float | None:
+        """Steps per second of this lease so far, start-up excluded."""
+        if None in (self.step, self.start_step, self.first_step_at, self.reported_at):
+            return None
+        seconds = self.reported_at - self.first_step_at  # type: ignore[operator]
+        steps = self.step - self.start_step  # type: ignore[operator]
+        return steps / seconds if seconds > 0 and steps > 0 else None
+
+
+class Backend(Protocol):
+    def start(self, launch: Launch) -> bool:
+        """Place the gang and start it; False when its GPUs cannot be had now (it is not started)."""
+        ...
+
+    def extend(self, job_id: int, deadline: float) -> None:
+        """Let a running job go on until `deadline` (a lease extension: it keeps its GPUs, no restart)."""
+        ...
+
+    def stop(self, job_id: int) -> None:
+        """End the lease now: the job checkpoints and exits at its next step."""
+        ...
+
+    def status(self, job_id: int) -> GangStatus: ...
+
+    def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
+        """The job's latest checkpoint (its step and bytes) if it is past `newer_than`."""
+        ...
+
+    def release(self, job_id: int) -> None:
+        """Stop whatever is left of the gang and give its GPUs back, verified free before this returns."""
+        ...
+
+    def close(self) -> None: ...

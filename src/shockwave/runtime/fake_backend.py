@@ -1,0 +1,73 @@
+"""An in-process stand-in for a cluster, for fast tests of the runtime scheduler: no Ray, no processes.
+
+A started gang advances at a fixed rate (steps per second of wall clock) from its checkpoint until its deadline or
+its total; `fail(job)` makes it crash, `capacity` limits how many GPUs it has. Its "checkpoint" is the step count.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from shockwave.runtime.backend import GangStatus, Launch
+
+
+@dataclass
+class _Gang:
+    launch: Launch
+    start_step: int
+    started: float
+    deadline: float
+    failed: str | None = None
+    failed_at: int | None = None
+
+
+class FakeBackend:
+    def __init__(self, gpus: int, steps_per_s: float = 100.0, startup_s: float = 0.0) -> None:
+        self.gpus, self.rate, self.startup_s = gpus, steps_per_s, startup_s
+        self.gangs: dict[int, _Gang] = {}
+        self.launches: list[Launch] = []
+
+    def _step(self, gang: _Gang, at: float) -> int:
+        if gang.failed_at is not None:
+            return gang.failed_at
+        ran = max(0.0, min(at, gang.deadline) - gang.started - self.startup_s)
+        return min(gang.launch.total_steps, gang.start_step + int(ran * self.rate))
+
+    def start(self, launch: Launch) -> bool:
+        if sum(g.launch.gang for g in self.gangs.values()) + launch.gang > self.gpus:
+            return False
+        start = int(launch.checkpoint.decode()) if launch.checkpoint else 0
+        self.gangs[launch.job_id] = _Gang(launch, start, time.time(), launch.deadline)
+        self.launches.append(launch)
+        return True
+
+    def extend(self, job_id: int, deadline: float) -> None:
+        self.gangs[job_id].deadline = deadline
+
+    def stop(self, job_id: int) -> None:
+        gang = self.gangs[job_id]
+        gang.deadline = min(gang.deadline, time.time())
+
+    def fail(self, job_id: int, reason: str = "member 0 exited with code -9") -> None:
+        gang = self.gangs[job_id]
+        gang.failed_at = self._step(gang, time.time())
+        gang.failed = reason
+
+    def status(self, job_id: int) -> GangStatus:
+        gang, now = self.gangs[job_id], time.time()
+        step = self._step(gang, now)
+        done = step >= gang.launch.total_steps
+        exited = gang.failed is not None or done or now >= gang.deadline
+        first = gang.started + self.startup_s
+        return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first if now > first else None)
+
+    def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
+        step = self._step(self.gangs[job_id], time.time())
+        return (step, str(step).encode()) if step > newer_than else None
+
+    def release(self, job_id: int) -> None:
+        del self.gangs[job_id]
+
+    def close(self) -> None:
+        self.gangs.clear()

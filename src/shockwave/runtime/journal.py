@@ -1,0 +1,75 @@
+"""The runtime's memory across crashes: run settings and every job's state in SQLite, one transaction per round.
+
+A scheduler killed at any point (kill -9 included) finds, on `--resume`, the state of the last completed round:
+which jobs finished (and when), how far each other job got by its last checkpoint, where that checkpoint is, its
+batch size, restarts and preemptions. Checkpoints themselves are files next to the journal.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shockwave.errors import InputError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
+"""
+
+
+@dataclass
+class JobRecord:
+    id: int
+    status: str = "pending"
+    """pending (not arrived or not yet run), active (admitted), done, failed."""
+    steps: int = 0
+    """Steps safely behind the job: those of its latest checkpoint (or the total once done)."""
+    total_steps: int = 0
+    batch_size: int = 0
+    checkpoint: str | None = None
+    finish_s: float | None = None
+    restarts: int = 0
+    preemptions: int = 0
+    measured_throughput: float | None = None
+    """Steps per second while training (start-up excluded), smoothed over leases (exponential average, 0.5)."""
+    run_seconds: float = 0.0
+    """Wall seconds the job held its GPUs (all its leases, start-up and checkpointing included)."""
+    reason: str | None = None
+    """Why a failed job was given up."""
+    starts: list[float] = field(default_factory=list)
+    """Elapsed seconds at which each lease of the job started."""
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(path)
+            self.db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise InputError(f"cannot open the journal: {exc}", path=path) from None
+
+    def settings(self) -> dict[str, Any]:
+        return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM settings")}
+
+    def jobs(self) -> dict[int, JobRecord]:
+        return {
+            row_id: JobRecord(**json.loads(text)) for row_id, text in self.db.execute("SELECT id, record FROM jobs")
+        }
+
+    def save(self, settings: dict[str, Any], jobs: list[JobRecord]) -> None:
+        with self.db:
+            self.db.executemany(
+                "INSERT OR REPLACE INTO settings VALUES (?, ?)", [(k, json.dumps(v)) for k, v in settings.items()]
+            )
+            self.db.executemany(
+                "INSERT OR REPLACE INTO jobs VALUES (?, ?)", [(job.id, json.dumps(asdict(job))) for job in jobs]
+            )
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,241 @@
+"""Jobs on Ray: a gang is a placement group of one-GPU bundles, with one actor per bundle running a member process.
+
+Ray sets CUDA_VISIBLE_DEVICES for each actor (on a machine without GPUs, logical GPUs are declared and the jobs run
+on CPU). Each actor keeps its member's lease folder on its own node; checkpoints travel through Ray, so a job can
+resume on any node without a shared filesystem. A member process dies with its actor (Linux parent-death signal),
+so nothing is left running when an actor, a node or the scheduler dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from shockwave import job as lease_files
+from shockwave.errors import InputError
+from shockwave.runtime.backend import GangStatus, Launch
+
+log = logging.getLogger(__name__)
+STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+PLACEMENT_TIMEOUT_S = 10.0
+RELEASE_TIMEOUT_S = 30.0
+
+
+def _die_with_parent() -> None:
+    """Runs in the member process before exec: SIGKILL it when its actor dies (Linux prctl PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+
+
+class GangMember:
+    """One member of a gang, on the node Ray placed its bundle on."""
+
+    def __init__(self, run_id: str, job_id: int, rank: int) -> None:
+        self.folder = Path(tempfile.gettempdir()) / "shockwave-runtime" / run_id / f"job-{job_id}" / f"rank-{rank}"
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.folder / "output.log"
+
+    def node(self) -> dict[str, Any]:
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return {
+            "ip": ray.util.get_node_ip_address(),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "port": port,
+            "gpus": ray.get_gpu_ids(),
+        }
+
+    def start(self, command: list[str], env: dict[str, str], terms: dict[str, Any], checkpoint: bytes | None) -> int:
+        checkpoint_path = self.folder / "checkpoint.pt"
+        if checkpoint is not None:
+            checkpoint_path.write_bytes(checkpoint)
+        lease_files.Terms(**terms, checkpoint=str(checkpoint_path)).write(self.folder)
+        environment = {**os.environ, **env, lease_files.LEASE_DIR_ENV: str(self.folder), "OMP_NUM_THREADS": "1"}
+        with self.log_path.open("ab") as output:
+            self.process = subprocess.Popen(
+                command, env=environment, stdout=output, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+            )
+        return self.process.pid
+
+    def set_deadline(self, deadline: float) -> None:
+        terms = lease_files.Terms.read(self.folder)
+        lease_files.Terms(**{**terms.__dict__, "deadline": deadline}).write(self.folder)
+
+    def status(self) -> dict[str, Any]:
+        code = self.process.poll() if self.process is not None else None
+        return {"returncode": code, "progress": lease_files.read_progress(self.folder), "log": self._tail()}
+
+    def checkpoint(self, newer_than: int) -> tuple[int, bytes] | None:
+        progress = lease_files.read_progress(self.folder) or {}
+        step = progress.get("checkpoint_step")
+        path = self.folder / "checkpoint.pt"
+        if step is None or step <= newer_than or not path.exists():
+            return None
+        return int(step), path.read_bytes()
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+    def _tail(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+
+class RayBackend:
+    def __init__(self, gpus: int, address: str | None, strategy: str = "PACK", run_id: str | None = None) -> None:
+        if strategy not in STRATEGIES:
+            raise InputError(f"placement strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        self.strategy = strategy
+        self.run_id = run_id or f"run-{int(time.time())}-{os.getpid()}"
+        self.started_ray = not ray.is_initialized()
+        if self.started_ray:
+            if address is None:
+                # A local instance with logical GPUs; CPUs are declared generously because members are mostly idle
+                # while waiting on their data-parallel peers, and a GPU job must never wait for a CPU slot.
+                ray.init(
+                    num_gpus=gpus,
+                    num_cpus=max(gpus, os.cpu_count() or 1) + 2,
+                    include_dashboard=False,
+                    logging_level="warning",
+                    log_to_driver=False,
+                )
+            else:
+                ray.init(address=address, logging_level="warning", log_to_driver=False)
+        available = int(ray.cluster_resources().get("GPU", 0))
+        if available < gpus:
+            raise InputError(f"the Ray cluster has {available} GPUs but --gpus asks for {gpus}")
+        self.gpus = gpus
+        self.member = ray.remote(GangMember)
+        self.gangs: dict[int, tuple[PlacementGroup, list[Any]]] = {}
+
+    def start(self, launch: Launch) -> bool:
+        group = placement_group([{"GPU": 1, "CPU": 1}] * launch.gang, strategy=self.strategy)
+        ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            remove_placement_group(group)
+            log.warning("job %d: no room for a gang of %d GPUs (%s) now", launch.job_id, launch.gang, self.strategy)
+            return False
+        members = [
+            self.member.options(
+                num_gpus=1,
+                num_cpus=1,
+                max_restarts=0,
+                scheduling_strategy=(PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)),
+            ).remote(self.run_id, launch.job_id, rank)
+            for rank in range(launch.gang)
+        ]
+        leader = ray.get(members[0].node.remote())
+        terms = {
+            "job_id": launch.job_id,
+            "deadline": launch.deadline,
+            "max_steps": launch.total_steps,
+            "total_steps": launch.total_steps,
+            "batch_size": launch.batch_size,
+        }
+        ray.get(
+            [
+                m.start.remote(
+                    launch.command,
+                    {
+                        "SHOCKWAVE_JOB_ID": str(launch.job_id),
+                        "SHOCKWAVE_RANK": str(rank),
+                        "SHOCKWAVE_WORLD_SIZE": str(launch.gang),
+                        "SHOCKWAVE_MASTER_ADDR": leader["ip"],
+                        "SHOCKWAVE_MASTER_PORT": str(leader["port"]),
+                    },
+                    terms,
+                    launch.checkpoint,
+                )
+                for rank, m in enumerate(members)
+            ]
+        )
+        self.gangs[launch.job_id] = (group, members)
+        return True
+
+    def extend(self, job_id: int, deadline: float) -> None:
+        ray.get([m.set_deadline.remote(deadline) for m in self.gangs[job_id][1]])
+
+    def stop(self, job_id: int) -> None:
+        self.extend(job_id, time.time())
+
+    def status(self, job_id: int) -> GangStatus:
+        try:
+            states = ray.get([m.status.remote() for m in self.gangs[job_id][1]])
+        except ray.exceptions.RayError as exc:
+            return GangStatus(None, None, True, f"a gang member's actor died: {type(exc).__name__}", False, None)
+        progress = states[0]["progress"] or {}
+        codes = [s["returncode"] for s in states]
+        failure = next(
+            (
+                f"member {rank} exited with code {code}; its output ends with:\n{s['log'][-600:]}"
+                for rank, (code, s) in enumerate(zip(codes, states, strict=True))
+                if code not in (None, 0)
+            ),
+            None,
+        )
+        return GangStatus(
+            step=progress.get("step"),
+            reported_at=progress.get("time"),
+            exited=all(code is not None for code in codes),
+            failure=failure,
+            done=bool(progress.get("done")),
+            requested_batch_size=progress.get("requested_batch_size"),
+            start_step=progress.get("start_step"),
+            first_step_at=progress.get("first_step_at"),
+        )
+
+    def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
+        try:
+            return ray.get(self.gangs[job_id][1][0].checkpoint.remote(newer_than))
+        except ray.exceptions.RayError:
+            return None
+
+    def member_nodes(self, job_id: int) -> list[dict[str, Any]]:
+        return ray.get([m.node.remote() for m in self.gangs[job_id][1]])
+
+    def release(self, job_id: int) -> None:
+        group, members = self.gangs.pop(job_id)
+        for member in members:
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.get(member.kill.remote(), timeout=10)
+            ray.kill(member)
+        remove_placement_group(group)
+        self._wait_released(group)
+
+    def _wait_released(self, group: PlacementGroup) -> None:
+        """The group's GPUs are back in the pool before anything new is placed on them."""
+        held = sum(len(g.bundle_specs) for g, _ in self.gangs.values())
+        deadline = time.monotonic() + RELEASE_TIMEOUT_S
+        while time.monotonic() < deadline:
+            state = ray.util.placement_group_table(group).get("state")
+            if state == "REMOVED" and ray.available_resources().get("GPU", 0) >= self.gpus - held - 1e-6:
+                return
+            time.sleep(0.05)
+        log.warning("GPUs of a released gang are not back after %.0f s", RELEASE_TIMEOUT_S)
+
+    def close(self) -> None:
+        for job_id in list(self.gangs):
+            self.release(job_id)
+        if self.started_ray:
+            ray.shutdown()

@@ -1,0 +1,226 @@
+"""`shockwave run`: a trace replayed on a real cluster, from files and flags to DIR/results.json.
+
+The trace is scaled by --time-scale X (arrivals and step counts divided by X) and written to DIR/trace.scaled.trace,
+so `shockwave simulate` can replay exactly what ran, with DIR/measured_throughputs.json (a Gavel table of the rates
+the jobs really reached). Results are the `simulate --json` object, with per-job status, preemptions, restarts
+and measured throughput; T_iso (for finish-time fairness) is computed from the measured rates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shockwave.cluster import ClusterSpec
+from shockwave.errors import InputError
+from shockwave.metrics import JobOutcome, summarize_run
+from shockwave.runtime.backend import Backend
+from shockwave.runtime.journal import Journal
+from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
+from shockwave.workload.profile import build_profile, load_workload
+from shockwave.workload.summary import makespan_lower_bound
+from shockwave.workload.throughput import DEFAULT_GPU_TYPE, TableThroughputs, ThroughputModel, UnknownThroughput
+from shockwave.workload.trace import TraceJob, write_trace
+
+log = logging.getLogger(__name__)
+DEFAULT_COMMAND = f"{shlex.quote(sys.executable)} -m shockwave.workloads.train --family {{family}} --seed {{job_id}}"
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    trace: Path
+    policy: str
+    gpus: int
+    out: Path
+    address: str | None = None
+    round_seconds: float = 10.0
+    time_scale: float = 1.0
+    journal: Path | None = None
+    resume: bool = False
+    throughputs: Path | None = None
+    config: Path | None = None
+    placement: str = "PACK"
+    max_restarts: int = 3
+    command: str = DEFAULT_COMMAND
+    realloc_seconds: float | None = None
+    """Gavel-style policies recompute their allocation at most this often (default: once per round; the
+    simulator's reference mechanics throttle to 1000 simulated seconds instead)."""
+
+    @property
+    def journal_path(self) -> Path:
+        return self.journal or self.out / "journal.sqlite"
+
+
+def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
+    """Arrivals and work divided by `time_scale` (at least one step per job)."""
+    return [
+        dataclasses.replace(
+            job,
+            arrival=job.arrival / time_scale,
+            duration=max(1, round(job.duration / time_scale)),
+            total_steps=max(1, math.ceil(job.total_steps / time_scale)),
+        )
+        for job in jobs
+    ]
+
+
+class _Measured:
+    """Measured rates first, the run's throughput model for anything not measured."""
+
+    def __init__(self, measured: dict[tuple[str, int, int], float], fallback: ThroughputModel) -> None:
+        self.measured, self.fallback, self.name = measured, fallback, "measured"
+
+    def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
+        if (model, batch_size, gpus) in self.measured:
+            return self.measured[(model, batch_size, gpus)]
+        return self.fallback.throughput(model, batch_size, gpus, gpu_type)
+
+
+PER_INVOCATION = ("out", "journal", "resume", "address")
+"""Fields that belong to this invocation, not to the run a journal records."""
+PATH_FIELDS = ("trace", "throughputs", "config")
+
+
+def _settings_of(request: RunRequest) -> dict[str, Any]:
+    """The request as the journal keeps it: what a resumed run must repeat."""
+    settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request) if f.name not in PER_INVOCATION}
+    return {k: str(v) if k in PATH_FIELDS and v is not None else v for k, v in settings.items()}
+
+
+def _resumed(request: RunRequest, journal: Journal) -> RunRequest:
+    saved = journal.settings()
+    if "trace" not in saved:
+        raise InputError("the journal holds no run to resume", path=request.journal_path)
+    names = {f.name for f in dataclasses.fields(request)} - set(PER_INVOCATION)
+    values = {k: Path(v) if k in PATH_FIELDS and v is not None else v for k, v in saved.items() if k in names}
+    return dataclasses.replace(request, **values)
+
+
+def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = None) -> dict[str, Any]:
+    from shockwave.policies.registry import canonical_name, make_policy
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+
+    if request.resume and not request.journal_path.exists():
+        raise InputError("no journal to resume from", path=request.journal_path)
+    if not request.resume and request.journal_path.exists():
+        raise InputError(
+            "a journal already exists here: add --resume to continue that run, or choose another --journal / --out",
+            path=request.journal_path,
+        )
+    if not (request.time_scale > 0 and request.round_seconds > 0):
+        raise InputError("--time-scale and --round-seconds must be > 0")
+    journal = Journal(request.journal_path)
+    if request.resume:
+        request = _resumed(request, journal)
+    name = canonical_name(request.policy)
+    tm, original, _ = load_workload(request.trace, request.throughputs)
+    too_big = [i for i, job in enumerate(original) if job.scale_factor > request.gpus]
+    if too_big:
+        raise InputError(
+            f"job {too_big[0]} needs {original[too_big[0]].scale_factor} GPUs but the cluster has {request.gpus}",
+            path=request.trace,
+            field="scale_factor",
+        )
+    jobs = scale_trace(original, request.time_scale)
+    request.out.mkdir(parents=True, exist_ok=True)
+    write_trace(jobs, request.out / "trace.scaled.trace")
+    config = ShockwaveConfig.from_json(request.config) if request.config else None
+    interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
+    policy = make_policy(name, min_realloc_interval_s=interval, shockwave_config=config)
+    if backend is None:
+        from shockwave.runtime.ray_backend import RayBackend
+
+        cluster_backend: Backend = RayBackend(request.gpus, request.address, request.placement)
+    else:
+        cluster_backend = backend(request)
+    settings = RuntimeSettings(
+        round_seconds=request.round_seconds,
+        hold_seconds=max(1.0, request.round_seconds / 2),
+        max_restarts=request.max_restarts,
+        command=shlex.split(request.command),
+        checkpoints=request.journal_path.parent / "checkpoints",
+    )
+    scheduler = RuntimeScheduler(
+        jobs,
+        [build_profile(job, tm) for job in jobs],
+        tm,
+        ClusterSpec(request.gpus),
+        policy,
+        cluster_backend,
+        journal,
+        settings,
+        {**journal.settings(), **_settings_of(request)},
+        journal.jobs(),
+    )
+    try:
+        scheduler.run()
+    finally:
+        cluster_backend.close()
+    result = _result(request, name, scheduler, tm, jobs)
+    (request.out / "results.json").write_text(json.dumps([result], indent=1))
+    return result
+
+
+def _result(
+    request: RunRequest, policy: str, scheduler: RuntimeScheduler, tm: ThroughputModel, jobs: list[TraceJob]
+) -> dict[str, Any]:
+    records = scheduler.records
+    measured: dict[tuple[str, int, int], list[float]] = {}
+    for job_id, record in records.items():
+        if record.measured_throughput:
+            measured.setdefault((jobs[job_id].model, record.batch_size, jobs[job_id].scale_factor), []).append(
+                record.measured_throughput
+            )
+    rates = {key: sum(values) / len(values) for key, values in measured.items()}
+    table = TableThroughputs({(DEFAULT_GPU_TYPE, *key): rate for key, rate in rates.items()}, "measured")
+    (request.out / "measured_throughputs.json").write_text(json.dumps(table.to_json(), indent=1))
+    model = _Measured(rates, tm)
+    try:
+        profiles = [build_profile(job, model) for job in jobs]
+    except (InputError, UnknownThroughput):
+        profiles = [build_profile(job, tm) for job in jobs]
+    done = [i for i, r in records.items() if r.status == "done"]
+    outcomes = [JobOutcome(i, jobs[i].arrival, records[i].finish_s or 0.0, profiles[i].t_isolated, 0) for i in done]
+    makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)
+    busy = sum(r.run_seconds * jobs[i].scale_factor for i, r in records.items())
+    summary = summarize_run(
+        outcomes,
+        gpus=request.gpus,
+        makespan_s=makespan,
+        gpu_busy_s=[busy / request.gpus] * request.gpus,
+        num_rounds=scheduler.view.round_index,
+        makespan_lower_bound_s=makespan_lower_bound(jobs, profiles, request.gpus),
+    )
+    extra = {i: records[i] for i in done}
+    for job in summary["jobs"]:
+        record = extra[job["id"]]
+        job.update(
+            preemptions=record.preemptions,
+            restarts=record.restarts,
+            measured_throughput=record.measured_throughput,
+            starts=record.starts,
+        )
+    failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
+    return {
+        "policy": policy,
+        "trace": str(request.trace),
+        "gpus": request.gpus,
+        "mechanics": "runtime",
+        "round_seconds": request.round_seconds,
+        "throughputs": "measured",
+        "time_scale": request.time_scale,
+        **summary,
+        "unfinished_jobs": sorted(failed),
+        "failed_jobs": {str(k): v for k, v in failed.items()},
+        "wall_seconds": scheduler.elapsed(),
+        **scheduler.policy.summary(),
+        "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in scheduler.rounds],
+    }
