@@ -60,6 +60,9 @@ class FakeBackend:
         done = step >= gang.launch.total_steps
         exited = gang.failed is not None or done or now >= gang.deadline
         first = gang.started + self.startup_s
+        if done:  # like a real job, it last reported when it took its last step
+            now = min(now, first + (gang.launch.total_steps - gang.start_step) / self.rate)
+        now = min(now, gang.deadline)
         return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first if now > first else None)
 
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:

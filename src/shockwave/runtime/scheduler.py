@@ -88,6 +88,7 @@ class RuntimeScheduler:
             jobs={},
         )
         self.running: dict[int, _Running] = {}
+        self.superseded: list[Path] = []
         for index, spec in enumerate(self.jobs):
             self.records.setdefault(
                 index, JobRecord(id=index, total_steps=spec.total_steps, batch_size=spec.batch_size)
@@ -158,10 +159,12 @@ class RuntimeScheduler:
         newer = self.backend.checkpoint(job_id, newer_than=record.steps)
         if newer is not None:
             step, data = newer
-            path = self.settings.checkpoints / f"job-{job_id}.ckpt"
+            path = self.settings.checkpoints / f"job-{job_id}-step{step}.ckpt"
             temporary = path.with_suffix(".tmp")
             temporary.write_bytes(data)
             temporary.replace(path)
+            if record.checkpoint is not None:
+                self.superseded.append(Path(record.checkpoint))
             record.steps, record.checkpoint = step, str(path)
 
     def _ended(self, job_id: int, status: GangStatus) -> None:
@@ -173,6 +176,7 @@ class RuntimeScheduler:
             state.steps_done = state.total_steps
             state.last_finish_s = record.finish_s
             self._remove(job_id)
+            self._save()  # a completion is durable at once: a scheduler that dies now will not run it again
             log.info("job %d completed at %.1f s", job_id, record.finish_s)
             return
         state.steps_done = record.steps  # whatever came after the last checkpoint is lost
@@ -274,5 +278,10 @@ class RuntimeScheduler:
             self.records[job_id].run_seconds += self.elapsed() - lease.started
 
     def _save(self) -> None:
+        """Journal the state; only then delete the checkpoints it no longer names (the journal and the files on
+        disk always agree, whenever the scheduler dies)."""
         self.run_settings["rounds"] = self.view.round_index
         self.journal.save(self.run_settings, list(self.records.values()))
+        for path in self.superseded:
+            path.unlink(missing_ok=True)
+        self.superseded.clear()

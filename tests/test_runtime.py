@@ -1,0 +1,203 @@
+"""The runtime scheduler on an in-process fake cluster, and the job-side lease client: fast, no Ray, no torch."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from runtime_trace import write_runtime_trace
+from shockwave import job as client
+from shockwave.errors import InputError
+from shockwave.runtime.backend import GangStatus, Launch
+from shockwave.runtime.fake_backend import FakeBackend
+from shockwave.runtime.journal import Journal
+from shockwave.runtime.run import RunRequest, run
+
+RATE = 400.0  # fake steps per second: time-scaled by 4, the trace needs 5 GPU-seconds, arriving over 1.25 s
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    return write_runtime_trace(tmp_path / "rt8.trace")
+
+
+def request(trace: Path, out: Path, policy: str = "max_min_fairness", **changes: object) -> RunRequest:
+    return replace(RunRequest(trace=trace, policy=policy, gpus=4, out=out, round_seconds=0.1, time_scale=4), **changes)
+
+
+# -- the runtime scheduler ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("policy", ["max_min_fairness", "shockwave", "finish_time_fairness"])
+def test_every_job_completes_once_with_its_full_step_count(trace: Path, tmp_path: Path, policy: str) -> None:
+    fakes: list[FakeBackend] = []
+
+    def backend(req: RunRequest) -> FakeBackend:
+        fakes.append(FakeBackend(req.gpus, steps_per_s=RATE))
+        return fakes[-1]
+
+    result = run(request(trace, tmp_path, policy), backend)
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
+    journal = Journal(tmp_path / "journal.sqlite").jobs()
+    assert all(r.status == "done" and r.steps == r.total_steps for r in journal.values())
+    launches = fakes[0].launches
+    for job_id, record in journal.items():
+        mine = [launch for launch in launches if launch.job_id == job_id]
+        assert len(mine) == len(record.starts) == 1 + record.preemptions + record.restarts
+        resumed = [int(launch.checkpoint) for launch in mine[1:] if launch.checkpoint]
+        assert all(step > 0 for step in resumed)  # every later lease starts from a checkpoint
+    assert sum(r.preemptions for r in journal.values()) > 0  # 13 GPUs of gangs on 4 GPUs: time sharing
+    assert all(j["measured_throughput"] == pytest.approx(RATE, rel=0.3) for j in result["jobs"])
+    assert json.loads((tmp_path / "results.json").read_text())[0]["mechanics"] == "runtime"
+    assert (tmp_path / "trace.scaled.trace").exists() and (tmp_path / "measured_throughputs.json").exists()
+
+
+class CrashingBackend(FakeBackend):
+    """Job `victim` crashes the first `times` times it gets past `at` steps."""
+
+    def __init__(self, gpus: int, victim: int, at: int, times: int) -> None:
+        super().__init__(gpus, steps_per_s=RATE)
+        self.victim, self.at, self.left = victim, at, times
+
+    def status(self, job_id: int) -> GangStatus:
+        status = super().status(job_id)
+        if job_id == self.victim and self.left and (status.step or 0) >= self.at and not status.exited:
+            self.left -= 1
+            self.fail(job_id)
+            return super().status(job_id)
+        return status
+
+
+def test_a_crashed_job_restarts_from_its_checkpoint(trace: Path, tmp_path: Path) -> None:
+    crashing = CrashingBackend(4, victim=0, at=50, times=1)
+    result = run(request(trace, tmp_path), lambda req: crashing)
+    job = result["jobs"][0]
+    assert job["restarts"] == 1 and result["unfinished_jobs"] == []
+    relaunch = [launch for launch in crashing.launches if launch.job_id == 0][1]
+    assert relaunch.checkpoint is not None and int(relaunch.checkpoint) >= 50
+
+
+def test_a_job_that_keeps_crashing_is_given_up_with_its_reason(trace: Path, tmp_path: Path) -> None:
+    crashing = CrashingBackend(4, victim=2, at=10, times=100)
+    result = run(request(trace, tmp_path, max_restarts=2), lambda req: crashing)
+    assert result["unfinished_jobs"] == [2]
+    assert "exited with code -9" in result["failed_jobs"]["2"]
+    assert len([launch for launch in crashing.launches if launch.job_id == 2]) == 3
+    assert len(result["jobs"]) == 7  # the others finished
+
+
+class DyingScheduler(FakeBackend):
+    """The scheduler "dies" (an exception out of the backend) at the first start after `jobs` jobs completed."""
+
+    def __init__(self, gpus: int, jobs: int) -> None:
+        super().__init__(gpus, steps_per_s=RATE)
+        self.until, self.completed = jobs, 0
+
+    def release(self, job_id: int) -> None:
+        if self.gangs[job_id].launch.total_steps <= self._step(self.gangs[job_id], time.time()):
+            self.completed += 1
+        super().release(job_id)
+
+    def start(self, launch: Launch) -> bool:
+        if self.completed >= self.until:
+            raise KeyboardInterrupt
+        return super().start(launch)
+
+
+def test_resume_from_the_journal_redoes_no_finished_job(trace: Path, tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3))
+    before = Journal(tmp_path / "journal.sqlite").jobs()
+    finished = {i for i, r in before.items() if r.status == "done"}
+    assert 3 <= len(finished) < 8
+    resumed = FakeBackend(4, steps_per_s=RATE)
+    result = run(request(trace, tmp_path, resume=True, policy="ignored", gpus=99), lambda req: resumed)
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
+    assert result["policy"] == "max_min_fairness" and result["gpus"] == 4  # the journal's run, not the flags
+    assert not {launch.job_id for launch in resumed.launches} & finished
+    first_launches = {}
+    for launch in resumed.launches:
+        first_launches.setdefault(launch.job_id, launch)
+    for job_id, launch in first_launches.items():  # each job resumes from the checkpoint the journal names
+        assert int(launch.checkpoint or b"0") == before[job_id].steps
+    after = Journal(tmp_path / "journal.sqlite").jobs()
+    assert all(after[i].finish_s == before[i].finish_s for i in finished)
+
+
+def test_journal_misuse_is_an_input_error(trace: Path, tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no journal to resume"):
+        run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4))
+    run(request(trace, tmp_path), lambda req: FakeBackend(4, steps_per_s=RATE))
+    with pytest.raises(InputError, match="already exists"):
+        run(request(trace, tmp_path), lambda req: FakeBackend(4))
+    with pytest.raises(InputError, match="needs 4 GPUs"):
+        run(request(trace, tmp_path / "small", gpus=2), lambda req: FakeBackend(2))
+
+
+# -- the job-side client -------------------------------------------------------------------------------------------
+def lease_folder(tmp_path: Path, **terms: object) -> Path:
+    values = {
+        "job_id": 3,
+        "deadline": time.time() + 60,
+        "max_steps": 10**9,
+        "total_steps": 50,
+        "batch_size": 32,
+        "checkpoint": str(tmp_path / "ckpt"),
+    } | terms
+    client.Terms(**values).write(tmp_path)  # type: ignore[arg-type]
+    return tmp_path
+
+
+def test_steps_end_at_the_total_and_report_progress(tmp_path: Path) -> None:
+    lease = client.Lease(lease_folder(tmp_path))
+    assert list(lease.steps(start=45)) == [45, 46, 47, 48, 49]
+    assert lease.done
+    progress = client.read_progress(tmp_path)
+    assert progress["step"] == 50 and progress["done"] and progress["start_step"] == 45
+
+
+def test_steps_end_at_the_budget_or_deadline_and_see_extensions(tmp_path: Path) -> None:
+    lease = client.Lease(lease_folder(tmp_path, max_steps=3))
+    assert list(lease.steps()) == [0, 1, 2] and not lease.done
+    lease = client.Lease(lease_folder(tmp_path, deadline=time.time() - 1))
+    assert list(lease.steps()) == []
+    lease = client.Lease(lease_folder(tmp_path, max_steps=2))
+    seen = []
+    for step in lease.steps():
+        seen.append(step)
+        if step == 1:  # the runtime extends the lease while the job runs
+            time.sleep(0.01)
+            lease_folder(tmp_path, max_steps=4)
+    assert seen == [0, 1, 2, 3]
+
+
+def test_a_batch_size_request_ends_the_lease(tmp_path: Path) -> None:
+    lease = client.Lease(lease_folder(tmp_path))
+    for step in lease.steps():
+        if step == 2:
+            lease.request_batch_size(64)
+    assert lease.step == 3 and client.read_progress(tmp_path)["requested_batch_size"] == 64
+
+
+def test_current_needs_the_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(client.LEASE_DIR_ENV, raising=False)
+    with pytest.raises(client.LeaseError, match="shockwave run"):
+        client.current()
+
+
+def test_launch_and_status_types() -> None:
+    launch = Launch(1, 2, ["true"], time.time(), 10, 32, None)
+    assert launch.gang == 2
+    status = GangStatus(
+        step=30,
+        reported_at=12.0,
+        exited=False,
+        failure=None,
+        done=False,
+        requested_batch_size=None,
+        start_step=10,
+        first_step_at=10.0,
+    )
+    assert status.lease_rate() == pytest.approx(10.0)
