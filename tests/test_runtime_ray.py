@@ -1,0 +1,195 @@
+"""`shockwave run` for real: local Ray instances with logical GPUs, PyTorch jobs on CPU, kills and resumes.
+
+Every job's final checkpoint is the audit: it must hold the job's full step count, exactly one completion, and a
+start for each lease, each later one from a checkpointed step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runtime_trace import JOBS, write_runtime_trace
+from test_experiments import check_results
+
+pytestmark = pytest.mark.slow
+torch = pytest.importorskip("torch", reason="the runtime tests train real PyTorch jobs: pip install torch==2.13.0")
+ray = pytest.importorskip("ray", reason="the runtime needs Ray: pip install 'shockwave[cluster]'")
+
+ROUND = "4"
+
+
+def command(out: Path, *extra: str | Path) -> list[str]:
+    return [sys.executable, "-m", "shockwave", "run", "--out", str(out), *map(str, extra)]
+
+
+def start_run(trace: Path, out: Path, policy: str) -> subprocess.Popen:
+    """The scheduler in its own process; its output goes to a file (a pipe nobody reads would block it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    log = (out / "scheduler.log").open("a")
+    return subprocess.Popen(
+        command(out, "--trace", trace, "--policy", policy, "--gpus", 4, "--round-seconds", ROUND),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def finish(process: subprocess.Popen, out: Path, timeout: float = 600) -> None:
+    process.wait(timeout=timeout)
+    assert process.returncode == 0, (out / "scheduler.log").read_text()[-3000:]
+
+
+def audit(out: Path) -> dict[int, dict[str, Any]]:
+    """Each job's final checkpoint: full step count, one completion, every resume from a checkpoint."""
+    result = json.loads((out / "results.json").read_text())[0]
+    check_results([result])
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == len(JOBS)
+    checkpoints = {}
+    for job in result["jobs"]:
+        total = JOBS[job["id"]][3]
+        path = out / "checkpoints" / f"job-{job['id']}-step{total}.ckpt"
+        state = torch.load(path, weights_only=False)
+        assert state["step"] == total and state["completions"] == 1, (job["id"], state["step"])
+        assert state["batch_size"] == JOBS[job["id"]][1]
+        assert all(start["step"] > 0 for start in state["starts"][1:])  # later leases resumed, never restarted at 0
+        checkpoints[job["id"]] = state
+    return checkpoints
+
+
+def journal_records(out: Path) -> dict[int, dict[str, Any]]:
+    """The journal as the scheduler left it, read-only (never creating it)."""
+    path = out / "journal.sqlite"
+    if not path.exists():
+        return {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return {i: json.loads(text) for i, text in db.execute("SELECT id, record FROM jobs")}
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_runtime_trace(tmp_path_factory.mktemp("trace") / "rt8.trace")
+
+
+@pytest.mark.parametrize("policy", ["shockwave", "max_min_fairness"])
+def test_the_trace_runs_to_completion_with_preemptions_and_resumes(trace: Path, tmp_path: Path, policy: str) -> None:
+    finish(start_run(trace, tmp_path, policy), tmp_path)
+    checkpoints = audit(tmp_path)
+    result = json.loads((tmp_path / "results.json").read_text())[0]
+    assert sum(job["preemptions"] for job in result["jobs"]) > 0
+    resumed = [i for i, state in checkpoints.items() if len(state["starts"]) > 1]
+    assert resumed, "no job was preempted and resumed"
+    assert all(job["measured_throughput"] > 0 for job in result["jobs"])
+    report = subprocess.run(
+        [sys.executable, "-m", "shockwave", "report", str(tmp_path)], capture_output=True, text=True, check=False
+    )
+    assert report.returncode == 0, report.stderr
+
+
+def test_a_scheduler_killed_with_sigkill_resumes_and_loses_no_job(trace: Path, tmp_path: Path) -> None:
+    process = start_run(trace, tmp_path, "max_min_fairness")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        records = journal_records(tmp_path)
+        if sum(r["status"] == "done" for r in records.values()) >= 2:
+            break
+        time.sleep(0.5)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    before = journal_records(tmp_path)
+    done_before = {i: r["finish_s"] for i, r in before.items() if r["status"] == "done"}
+    assert 2 <= len(done_before) < len(JOBS)
+    time.sleep(3)  # Ray tears the dead driver's actors (and their job processes) down
+    with (tmp_path / "scheduler.log").open("a") as log:
+        finish(subprocess.Popen(command(tmp_path, "--resume"), stdout=log, stderr=subprocess.STDOUT), tmp_path)
+    audit(tmp_path)
+    after = journal_records(tmp_path)
+    assert {i: after[i]["finish_s"] for i in done_before} == done_before  # finished jobs were not run again
+
+
+def test_a_killed_job_process_resumes_from_its_checkpoint(trace: Path, tmp_path: Path) -> None:
+    started = time.time()
+    process = start_run(trace, tmp_path, "max_min_fairness")
+    nodes = Path(tempfile.gettempdir()) / "shockwave-runtime"
+    victim = None
+    deadline = time.monotonic() + 300
+    while victim is None and time.monotonic() < deadline:
+        for path in nodes.glob("*/job-*/rank-0/progress.json"):
+            try:
+                progress = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if path.stat().st_mtime > started and (progress.get("checkpoint_step") or 0) > 0 and not progress["done"]:
+                victim = (int(path.parent.parent.name.split("-")[1]), progress["pid"], progress["checkpoint_step"])
+                break
+        time.sleep(0.1)
+    assert victim is not None, "no job reached a checkpoint"
+    job_id, pid, checkpointed = victim
+    os.kill(pid, signal.SIGKILL)
+    finish(process, tmp_path)
+    checkpoints = audit(tmp_path)
+    result = json.loads((tmp_path / "results.json").read_text())[0]
+    assert result["jobs"][job_id]["restarts"] >= 1
+    assert any(start["step"] >= checkpointed for start in checkpoints[job_id]["starts"][1:])
+
+
+def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> None:
+    from ray.cluster_utils import Cluster
+
+    from shockwave.runtime.backend import Launch
+    from shockwave.runtime.ray_backend import RayBackend
+    from shockwave.runtime.run import RunRequest, run
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "num_gpus": 2})
+    cluster.add_node(num_cpus=4, num_gpus=2)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="warning", log_to_driver=False)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    try:
+
+        def place(strategy: str, gang: int) -> set[str] | None:
+            backend = RayBackend(4, None, strategy)
+            if not backend.start(Launch(1, gang, sleeper, time.time() + 60, 10, 32, None)):
+                return None
+            nodes = {member["node_id"] for member in backend.member_nodes(1)}
+            backend.release(1)
+            return nodes
+
+        assert len(place("STRICT_PACK", 2) or ()) == 1
+        assert len(place("STRICT_SPREAD", 2) or ()) == 2
+        assert len(place("PACK", 4) or ()) == 2  # 2 GPUs per node: a gang of 4 spans both
+        assert place("STRICT_PACK", 4) is None  # no node has 4 GPUs
+        # A real run on the two-node cluster: a 4-GPU data-parallel gang across the nodes, and a 1-GPU job.
+        two = tmp_path / "two.trace"
+        lines = write_runtime_trace(tmp_path / "all.trace").read_text().splitlines()
+        two.write_text("\n".join([lines[3], lines[4]]) + "\n")
+        result = run(
+            RunRequest(
+                trace=two,
+                policy="max_min_fairness",
+                gpus=4,
+                out=tmp_path / "run",
+                address=cluster.address,
+                round_seconds=4.0,
+            )
+        )
+        assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 2
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
