@@ -4,14 +4,18 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench fidelity lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[dev,cluster]"
+# torch is pinned first so pip takes the CPU build this machine provides; an unpinned torch pulls GBs of CUDA.
+TORCH ?= 2.13.0
+
+$(STAMP): pyproject.toml Makefile | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "torch==$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[dev,cluster,workloads]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -22,6 +26,9 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+
+fidelity: $(STAMP)
+	$(BIN)/python benchmarks/fidelity.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -22,6 +22,17 @@ def require_reference(*parts: str) -> Path:
     return path
 
 
+def require_module(name: str, install: str) -> None:
+    """A module the full suite needs (`make test` installs it): missing fails in CI, skips elsewhere."""
+    try:
+        __import__(name)
+    except ImportError:
+        message = f"{name} is not installed ({install})"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message, allow_module_level=True)
+
+
 @pytest.fixture(scope="session")
 def reference() -> Path:
     return require_reference()

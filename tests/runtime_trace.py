@@ -1,11 +1,10 @@
-"""A small trace for runtime tests: 8 static jobs, gangs of 1, 2 and 4, more work than 4 GPUs hold at once."""
+"""Small traces for runtime tests: more work than 4 GPUs hold at once, gangs of 1, 2 and 4."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from shockwave.workload.catalog import family
-from shockwave.workload.trace import TraceJob, write_trace
+from shockwave.workload.trace import catalog_job, write_trace
 
 # (model, batch size, gang, steps, arrival s): about 5-10 s of training each on a shared 2-core machine.
 JOBS = [
@@ -21,23 +20,5 @@ JOBS = [
 
 
 def write_runtime_trace(path: Path) -> Path:
-    jobs = []
-    for model, bs, gang, steps, arrival in JOBS:
-        fam = family(model)
-        template = TraceJob(
-            job_type=fam.job_type(bs),
-            command=fam.launch_command(bs),
-            working_directory=fam.working_directory,
-            num_steps_arg=fam.num_steps_arg,
-            needs_data_dir=True,
-            total_steps=steps,
-            scale_factor=gang,
-            mode="static",
-            priority_weight=1.0,
-            slo=-1.0,
-            duration=60,
-            arrival=arrival,
-        )
-        jobs.append(template)
-    write_trace(jobs, path)
+    write_trace([catalog_job(m, bs, gang, steps, "static", arrival) for m, bs, gang, steps, arrival in JOBS], path)
     return path

@@ -54,6 +54,19 @@ def test_every_job_completes_once_with_its_full_step_count(trace: Path, tmp_path
     assert (tmp_path / "trace.scaled.trace").exists() and (tmp_path / "measured_throughputs.json").exists()
 
 
+def test_slow_checkpoints_of_preempted_jobs_never_let_kept_leases_lapse(trace: Path, tmp_path: Path) -> None:
+    """Preempted jobs take longer to checkpoint and exit than a lease outlives its round: the jobs kept running must
+    still never stop on their own (every launch after the first is a preemption or a crash, not a lapsed lease), and
+    a job preempted before its first step is not waited for."""
+    slow = FakeBackend(4, steps_per_s=RATE, startup_s=0.05, exit_s=1.5)
+    result = run(request(trace, tmp_path, round_seconds=0.2), lambda req: slow)
+    assert result["unfinished_jobs"] == []
+    journal = Journal(tmp_path / "journal.sqlite").jobs()
+    assert sum(r.preemptions for r in journal.values()) > 0
+    for job_id, record in journal.items():
+        assert len([launch for launch in slow.launches if launch.job_id == job_id]) == 1 + record.preemptions
+
+
 class CrashingBackend(FakeBackend):
     """Job `victim` crashes the first `times` times it gets past `at` steps."""
 
@@ -68,6 +81,61 @@ class CrashingBackend(FakeBackend):
             self.fail(job_id)
             return super().status(job_id)
         return status
+
+
+class SwitchingBackend(FakeBackend):
+    """Job `victim` stops at step `at` (a checkpoint) asking for batch size `to`, once."""
+
+    def __init__(self, gpus: int, victim: int, at: int, to: int) -> None:
+        super().__init__(gpus, steps_per_s=RATE)
+        self.victim, self.at, self.to, self.asked = victim, at, to, False
+        self.leases: list[float] = []
+        """Deadlines the victim was granted: at launch and at each extension."""
+
+    def start(self, launch: Launch) -> bool:
+        if launch.job_id == self.victim:
+            self.leases.append(launch.deadline)
+        return super().start(launch)
+
+    def extend(self, job_id: int, deadline: float) -> None:
+        if job_id == self.victim:
+            self.leases.append(deadline)
+        super().extend(job_id, deadline)
+
+    def status(self, job_id: int) -> GangStatus:
+        status = super().status(job_id)
+        if job_id == self.victim and not self.asked and (status.step or 0) >= self.at and not status.exited:
+            self.asked = True
+            self.gangs[job_id].failed_at = self.at  # frozen there, like a job that checkpointed and exited
+        if job_id == self.victim and self.asked and self.gangs[job_id].launch.batch_size != self.to:
+            return replace(status, step=self.at, exited=True, done=False, requested_batch_size=self.to)
+        return status
+
+
+def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: Path, tmp_path: Path) -> None:
+    from shockwave.core.state import JobState, rescale_to_batch_size
+    from shockwave.workload.catalog import family
+    from shockwave.workload.profile import build_profile
+    from shockwave.workload.throughput import load_throughputs
+    from shockwave.workload.trace import read_trace
+
+    switching = SwitchingBackend(4, victim=5, at=100, to=40)  # job 5: LM at batch size 10, 250 steps once scaled
+    result = run(request(trace, tmp_path), lambda req: switching)
+    first, second = [launch for launch in switching.launches if launch.job_id == 5][:2]
+    spec = read_trace(tmp_path / "trace.scaled.trace")[5]
+    expected = JobState.admit(5, spec, build_profile(spec, load_throughputs(None)), 1.0)
+    expected.steps_done = 100
+    rescale_to_batch_size(expected, 40, round_up_progress=False)
+    assert (first.batch_size, second.batch_size) == (10, 40)
+    assert switching.leases.count(second.deadline) == 2  # the rest of the lease it held, not a new round's lease
+    assert second.resume_step == expected.steps_done and second.total_steps == expected.total_steps
+    assert second.epoch_steps == family("LM").iterations_per_epoch(40) and second.checkpoint == b"100"
+    job = result["jobs"][5]
+    assert job["batch_size_switches"] == [[0, 40]] and job["batch_size_changes"] == 1
+    assert json.loads((tmp_path / "batch_sizes.json").read_text())["5"] == [40]
+    record = Journal(tmp_path / "journal.sqlite").jobs()[5]
+    assert record.status == "done" and record.steps == record.total_steps == expected.total_steps
+    assert set(record.rates) <= {"10", "40"} and "10" in record.rates
 
 
 def test_a_crashed_job_restarts_from_its_checkpoint(trace: Path, tmp_path: Path) -> None:

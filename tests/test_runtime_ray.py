@@ -6,6 +6,7 @@ start for each lease, each later one from a checkpointed step.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -19,12 +20,16 @@ from typing import Any
 
 import pytest
 
+from conftest import require_module
 from runtime_trace import JOBS, write_runtime_trace
 from test_experiments import check_results
 
 pytestmark = pytest.mark.slow
-torch = pytest.importorskip("torch", reason="the runtime tests train real PyTorch jobs: pip install torch==2.13.0")
-ray = pytest.importorskip("ray", reason="the runtime needs Ray: pip install 'shockwave[cluster]'")
+require_module("torch", "the runtime tests train real PyTorch jobs: pip install torch==2.13.0")
+require_module("ray", "the runtime needs Ray: pip install 'shockwave[cluster]'")
+
+import ray  # noqa: E402  (after the check above)
+import torch  # noqa: E402
 
 ROUND = "4"
 
@@ -92,9 +97,11 @@ def test_the_trace_runs_to_completion_with_preemptions_and_resumes(trace: Path, 
     finish(start_run(trace, tmp_path, policy), tmp_path)
     checkpoints = audit(tmp_path)
     result = json.loads((tmp_path / "results.json").read_text())[0]
-    assert sum(job["preemptions"] for job in result["jobs"]) > 0
+    preemptions = {job["id"]: job["preemptions"] for job in result["jobs"]}
+    assert sum(preemptions.values()) > 0
     resumed = [i for i, state in checkpoints.items() if len(state["starts"]) > 1]
-    assert resumed, "no job was preempted and resumed"
+    starts = {i: [start["step"] for start in state["starts"]] for i, state in checkpoints.items()}
+    assert resumed, f"no job was preempted after a checkpoint and resumed: preemptions {preemptions}, starts {starts}"
     assert all(job["measured_throughput"] > 0 for job in result["jobs"])
     report = subprocess.run(
         [sys.executable, "-m", "shockwave", "report", str(tmp_path)], capture_output=True, text=True, check=False
@@ -193,3 +200,59 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulation(tmp_path: Path) -> None:
+    """A GNS job and an Accordion gang pick their batch sizes from their own gradients; the scheduler grants each
+    request at once, converts the step count (epochs kept) and restarts the job from its checkpoint."""
+    from shockwave.runtime.run import replay_arguments
+    from shockwave.workload.catalog import family
+    from shockwave.workload.trace import catalog_job, write_trace
+
+    epochs = {0: 3, 1: 3}
+    jobs = [
+        catalog_job("Transformer", 16, 1, family("Transformer").iterations_per_epoch(16) * epochs[0], "gns", 0.0),
+        catalog_job("Transformer", 32, 2, family("Transformer").iterations_per_epoch(32) * epochs[1], "accordion", 0.0),
+        catalog_job("LM", 20, 1, 1500, "static", 2.0),
+    ]
+    trace = tmp_path / "adaptive.trace"
+    write_trace(jobs, trace)
+    out = tmp_path / "run"
+    out.mkdir()
+    with (out / "scheduler.log").open("w") as log:
+        process = subprocess.Popen(
+            command(out, "--trace", trace, "--policy", "shockwave", "--gpus", 3, "--round-seconds", 8),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    finish(process, out)
+    result = json.loads((out / "results.json").read_text())[0]
+    schedules = json.loads((out / "batch_sizes.json").read_text())
+    assert "trains at batch size" in (out / "scheduler.log").read_text()
+    for job_id in (0, 1):
+        record = result["jobs"][job_id]
+        spec = jobs[job_id]
+        assert record["batch_size_switches"], f"job {job_id} never changed its batch size"
+        assert record["batch_size_changes"] == len(record["batch_size_switches"])
+        assert len(schedules[str(job_id)]) == epochs[job_id] and len(set(schedules[str(job_id)])) > 1
+        final_bs = record["batch_size_switches"][-1][1]
+        state = torch.load(next((out / "checkpoints").glob(f"job-{job_id}-step*.ckpt")), weights_only=False)
+        assert state["completions"] == 1 and state["batch_size"] == final_bs
+        for before, after in itertools.pairwise(state["starts"]):
+            if after["batch_size"] != before["batch_size"]:  # resumed at the new size, at a whole epoch
+                epoch = family("Transformer").iterations_per_epoch(after["batch_size"])
+                assert after["step"] > 0 and after["step"] % epoch == 0
+        # The same epochs, so (up to rounding the last epoch) the same samples as at the initial batch size.
+        assert abs(state["samples"] - spec.total_steps * spec.batch_size) <= final_bs * spec.scale_factor * 2
+    assert result["jobs"][2]["batch_size_switches"] == []
+    replayed = subprocess.run(
+        [sys.executable, "-m", "shockwave", "simulate", *replay_arguments(out, result), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    simulated = json.loads(replayed.stdout)
+    # A round-based simulator switches at round boundaries: a switch just before a job's end may never happen there.
+    changes = [j["batch_size_changes"] for j in simulated["jobs"]]
+    assert changes[0] > 0 and changes[1] <= len(result["jobs"][1]["batch_size_switches"]) and changes[2] == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,25 +17,11 @@ from shockwave.simulator.mechanics import Mechanics, preset
 from shockwave.simulator.run import simulate
 from shockwave.workload.builtin_throughput import BuiltinThroughputs
 from shockwave.workload.catalog import FAMILIES
-from shockwave.workload.trace import TraceJob, write_trace
+from shockwave.workload.trace import TraceJob, catalog_job, write_trace
 
 
 def job(model: str, bs: int, steps: int, arrival: float, sf: int = 1, mode: str = "static") -> TraceJob:
-    fam = FAMILIES[model]
-    return TraceJob(
-        fam.job_type(bs),
-        fam.launch_command(bs),
-        fam.working_directory,
-        fam.num_steps_arg,
-        True,
-        steps,
-        sf,
-        mode,
-        1.0,
-        -1.0,
-        100,
-        arrival,
-    )
+    return catalog_job(model, bs, sf, steps, mode, arrival, duration=100)
 
 
 def trace_file(tmp_path: Path, *jobs: TraceJob) -> Path:
@@ -183,3 +170,65 @@ def test_simulate_bad_input_exits_nonzero(tmp_path: Path, args: tuple[str, ...],
     assert words in result.stderr
     missing = shockwave("simulate", "--trace", tmp_path / "none.trace", "--policy", "gavel", "--gpus", "4")
     assert missing.returncode == 2 and "trace file not found" in missing.stderr
+
+
+# -- replaying the batch sizes a real run observed -----------------------------------------------------------------
+SCHEDULE = [32] + [64] * 11
+
+
+def replay(tmp_path: Path, schedules: object, restart_s: float = 20.0) -> dict:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 1563 * 12, 0.0, mode="accordion"), job("LM", 20, 3000, 10.0))
+    observed = tmp_path / "batch_sizes.json"
+    observed.write_text(json.dumps(schedules))
+    mech = preset("corrected").with_overrides(restart_cost_s=restart_s)
+    return simulate(trace, "fifo", ClusterSpec(2), mech, batch_sizes=observed)[0]
+
+
+def test_a_replayed_job_follows_its_observed_batch_sizes_and_pays_each_start(tmp_path: Path) -> None:
+    result = replay(tmp_path, {"0": SCHEDULE})
+    tm = BuiltinThroughputs()
+    epoch = {bs: FAMILIES["ResNet-18"].dataset_size / bs / tm.throughput("ResNet-18", bs, 1) for bs in (32, 64)}
+    first, second = result["jobs"]
+    assert first["batch_size_changes"] == 1 and second["batch_size_changes"] == 0  # static jobs keep theirs
+    assert first["t_isolated_s"] == pytest.approx(sum(epoch[bs] for bs in SCHEDULE))
+    steady = replay(tmp_path, {"0": [32] * 12})["jobs"][0]
+    assert steady["finish_s"] == pytest.approx(20.0 + 12 * epoch[32], abs=0.5)  # starts once, keeps its GPU
+    free = replay(tmp_path, {"0": SCHEDULE}, restart_s=0.0)["jobs"][0]
+    assert 20.0 < first["finish_s"] - free["finish_s"] <= 40.0  # it starts, and restarts to switch
+
+
+@pytest.mark.parametrize(
+    ("schedules", "message"),
+    [
+        ({"0": [32, 64]}, "expected a list of 12 positive batch sizes"),
+        ({"0": [*SCHEDULE[:11], 0]}, "expected a list of 12 positive batch sizes"),
+        ({"7": SCHEDULE}, "'7' is not a job id of the trace (0..1)"),
+        ([SCHEDULE], "expected an object"),
+    ],
+)
+def test_bad_observed_batch_sizes_are_named(tmp_path: Path, schedules: object, message: str) -> None:
+    with pytest.raises(InputError, match=re.escape(message)) as error:
+        replay(tmp_path, schedules)
+    assert "batch_sizes.json" in str(error.value)
+
+
+def test_a_replayed_start_up_depends_on_the_gang_and_can_outlast_a_round(tmp_path: Path) -> None:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 1563 * 4, 0.0), job("ResNet-18", 32, 1563 * 4, 0.0, sf=2))
+    nothing_observed = tmp_path / "none.json"
+    nothing_observed.write_text("{}")
+    mech = preset("corrected").with_overrides(restart_cost_by_gang={1: 250.0, 2: 30.0})
+    result = simulate(trace, "fifo", ClusterSpec(3), mech, batch_sizes=nothing_observed)[0]
+    for record, start_up in zip(result["jobs"], (250.0, 30.0), strict=True):  # 250 s: two rounds and more, then on
+        assert record["finish_s"] == pytest.approx(start_up + record["t_isolated_s"], abs=0.5)
+    with pytest.raises(InputError, match="a restart cost must be >= 0"):
+        preset("corrected").with_overrides(restart_cost_by_gang={4: -1.0})
+
+
+def test_simulate_reads_restart_costs_per_gang(tmp_path: Path) -> None:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 1563, 0.0))
+    bad = subprocess.run(
+        [sys.executable, "-m", "shockwave", "simulate", "--trace", str(trace), "--gpus", "1", "--policy", "fifo",
+         "--restart-seconds-by-gang", "1=5"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "GANG:SECONDS pairs, got '1=5'" in bad.stderr

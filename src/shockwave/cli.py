@@ -5,9 +5,13 @@ Bad input raises InputError anywhere below; `main` turns it into one clear messa
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import logging
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +19,7 @@ import typer
 from rich.console import Console
 
 from shockwave import __version__
-from shockwave.errors import InputError
+from shockwave.errors import InputError, require_extra
 from shockwave.workload.generator import GeneratorParams, generate
 from shockwave.workload.profile import load_workload
 from shockwave.workload.summary import job_records, summarize
@@ -34,6 +38,24 @@ ThroughputsOpt = Annotated[
     Path | None,
     typer.Option("--throughputs", help="Gavel/Shockwave throughput JSON; default: the built-in throughput model."),
 ]
+
+
+@contextlib.contextmanager
+def _native_output_to_stderr() -> Iterator[None]:
+    """Point file descriptor 1 at stderr while the work runs, so stdout holds only what the command reports (only
+    JSON with --json): native libraries write there behind Python's back (highspy 1.16 prints a banner whenever a
+    solver is created)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).fflush(None)  # C stdio's buffer, written while 1 still points at stderr
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _version(value: bool) -> None:
@@ -128,6 +150,20 @@ def simulate_cmd(
     gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
     throughputs: ThroughputsOpt = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
+    restart_seconds: Annotated[
+        float | None,
+        typer.Option("--restart-seconds", help="Time a (re)started job loses (default: the preset's 20 s)."),
+    ] = None,
+    realloc_seconds: Annotated[
+        float | None,
+        typer.Option("--realloc-seconds", help="Gavel-style reallocation interval (default: the preset's 1000 s)."),
+    ] = None,
+    restart_by_gang: Annotated[
+        str,
+        typer.Option(
+            "--restart-seconds-by-gang", help="Restart cost per gang size, e.g. '1:6.5,4:20' (others: the default)."
+        ),
+    ] = "",
     mechanics: Annotated[
         str,
         typer.Option(
@@ -140,6 +176,13 @@ def simulate_cmd(
         typer.Option(
             "--config",
             help="Shockwave hyperparameters (a reference configurations/*.json); default: the tacc_32gpus values.",
+        ),
+    ] = None,
+    batch_sizes: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch-sizes",
+            help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
@@ -157,10 +200,12 @@ def simulate_cmd(
         raise InputError(
             f"--config sets Shockwave's hyperparameters; policy {canonical_name(policy)!r} has none", path=config
         )
-    mech = preset(mechanics).with_round_seconds(round_seconds)
+    by_gang = _gang_costs(restart_by_gang) if restart_by_gang else None
+    mech = preset(mechanics).with_round_seconds(round_seconds).with_overrides(restart_seconds, realloc_seconds, by_gang)
     cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
     hyper = ShockwaveConfig.from_json(config) if config is not None else None
-    result, run = simulate(trace, policy, cluster, mech, throughputs, hyper)
+    with _native_output_to_stderr():
+        result, run = simulate(trace, policy, cluster, mech, throughputs, hyper, batch_sizes=batch_sizes)
     if out_dir is not None:
         write_run(out_dir, result, run.rounds)
     if as_json:
@@ -319,6 +364,63 @@ def report_cmd(
     _print_paths(paths)
 
 
+def _gang_costs(text: str) -> dict[int, float]:
+    """'1:6.5,4:20' -> {1: 6.5, 4: 20.0}."""
+    costs = {}
+    for item in text.split(","):
+        gang, _, seconds = item.partition(":")
+        try:
+            costs[int(gang)] = float(seconds)
+        except ValueError:
+            raise InputError(f"--restart-seconds-by-gang expects GANG:SECONDS pairs, got {item!r}") from None
+    return costs
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    values = _floats(text, flag)
+    if not all(v.is_integer() and v >= 1 for v in values):
+        raise InputError(f"{flag} expects comma-separated whole numbers >= 1, got {text!r}")
+    return [int(v) for v in values]
+
+
+@app.command("profile-workloads")
+def profile_workloads_cmd(
+    output: Annotated[Path, typer.Option("--out", help="Throughput table to write (Gavel JSON).")] = Path(
+        "workload_throughputs.json"
+    ),
+    families: Annotated[
+        str, typer.Option("--families", help="Comma-separated families (default: every built-in workload).")
+    ] = "",
+    batch_sizes: Annotated[
+        str,
+        typer.Option("--batch-sizes", help="Comma-separated batch sizes (default: templates and their doublings)."),
+    ] = "",
+    gangs: Annotated[str, typer.Option("--gangs", help="Comma-separated gang sizes.")] = "1,2,4",
+    seconds: Annotated[float, typer.Option("--seconds", min=0.2, help="Training time measured per point.")] = 3.0,
+) -> None:
+    """Measure each built-in workload's throughput per batch size and gang size on this machine."""
+    from rich.progress import Progress
+
+    from shockwave.atomic import write_atomically
+
+    require_extra("torch", "workloads", "profile-workloads")
+    from shockwave.workloads.profiling import plan, profile, table_of
+    from shockwave.workloads.train import WORKLOAD_FAMILIES
+
+    names = [f.strip() for f in families.split(",") if f.strip()] or list(WORKLOAD_FAMILIES)
+    sizes = _ints(batch_sizes, "--batch-sizes") if batch_sizes else None
+    points = plan(names, sizes, _ints(gangs, "--gangs"))
+    rates = {}
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("profiling", total=len(points))
+        for point, rate in profile(points, seconds):
+            rates[point] = rate
+            write_atomically(output, json.dumps(table_of(rates).to_json(), indent=1))  # kept if a later point fails
+            progress.update(task, advance=1, description=f"{point.family} bs {point.batch_size} x{point.gang}")
+            out.print(f"{point.family:>15} batch size {point.batch_size:>5} x{point.gang} GPU(s): {rate:9.1f} steps/s")
+    out.print(f"wrote {output}; use it with --throughputs {output}")
+
+
 @app.command("run")
 def run_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
@@ -348,7 +450,9 @@ def run_cmd(
     ] = 3,
     command: Annotated[
         str | None,
-        typer.Option("--job-command", help="Command of each job; {family}, {batch_size} and {job_id} are filled in."),
+        typer.Option(
+            "--job-command", help="Command of each job; {family}, {batch_size}, {mode} and {job_id} are filled in."
+        ),
     ] = None,
     realloc_seconds: Annotated[
         float | None,
@@ -358,8 +462,10 @@ def run_cmd(
     ] = None,
 ) -> None:
     """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator."""
+    import shlex
+
     from shockwave.report import print_run_summary
-    from shockwave.runtime.run import DEFAULT_COMMAND, RunRequest, run
+    from shockwave.runtime.run import DEFAULT_COMMAND, RunRequest, replay_arguments, run
 
     if not resume and (trace is None or policy is None or gpus is None):
         raise InputError("--trace, --policy and --gpus are required (unless --resume continues a journal)")
@@ -380,12 +486,11 @@ def run_cmd(
         command=command or DEFAULT_COMMAND,
         realloc_seconds=realloc_seconds,
     )
-    result = run(request)
+    with _native_output_to_stderr():
+        result = run(request)
     print_run_summary(out, result)
-    out.print(
-        f"results: {output / 'results.json'}; replay it: shockwave simulate --trace "
-        f"{output / 'trace.scaled.trace'} --throughputs {output / 'measured_throughputs.json'} ..."
-    )
+    out.print(f"results: {output / 'results.json'}")
+    out.print(f"replay it: shockwave simulate {shlex.join(replay_arguments(output, result))}", soft_wrap=True)
     if result["unfinished_jobs"]:
         err.print(f"[red]failed jobs:[/red] {result['failed_jobs']}", highlight=False, soft_wrap=True)
         raise typer.Exit(1)

@@ -29,3 +29,11 @@ class InputError(Exception):
         if field is not None:
             where += f"field '{field}': "
         super().__init__(where + message)
+
+
+def require_extra(module: str, extra: str, what: str) -> None:
+    """Fail with the install command when an optional dependency is missing."""
+    try:
+        __import__(module)
+    except ImportError:
+        raise InputError(f"{what} needs {module}: pip install 'shockwave[{extra}]'") from None

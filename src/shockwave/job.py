@@ -6,9 +6,13 @@ the job keeps `progress.json` (steps done, its process id, a batch-size request)
 
     lease = shockwave.job.current()
     state = load(lease.checkpoint_path) if lease.checkpoint_path.exists() else fresh(lease.batch_size)
-    for step in lease.steps(start=state.step):
+    start = state.step if state.batch_size == lease.batch_size else lease.resume_step
+    for step in lease.steps(start=start):
         train_one_step(...)
-        if lease.checkpoint_due():
+        if (step + 1) % lease.epoch_steps == 0 and wants_other_batch_size():
+            save(lease.checkpoint_path, step + 1)
+            lease.request_batch_size(new_batch_size)   # the loop ends; the scheduler restarts the job with it
+        elif lease.checkpoint_due():
             save(lease.checkpoint_path, step + 1)
     save(lease.checkpoint_path, lease.step)         # the lease ended: on time, on budget, or the job is done
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -53,12 +58,17 @@ class Terms:
     """The job's whole budget at its current batch size: reaching it completes the job."""
     batch_size: int
     checkpoint: str
+    resume_step: int = 0
+    """Where the job stands at `batch_size` as the scheduler counts it: a job whose checkpoint was taken at another
+    batch size goes on from here (the scheduler converted its progress, keeping the epochs it has done)."""
+    epoch_steps: int = 2**62
+    """Steps per epoch at `batch_size`, as the scheduler counts epochs: adaptive jobs decide at epoch boundaries."""
 
     @classmethod
     def read(cls, folder: Path) -> Terms:
         try:
             raw = json.loads((folder / LEASE_FILE).read_text())
-            return cls(**{key: raw[key] for key in cls.__dataclass_fields__})
+            return cls(**{key: raw[key] for key in cls.__dataclass_fields__ if key in raw})
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise LeaseError(f"cannot read the lease in {folder}: {exc}") from None
 
@@ -89,6 +99,14 @@ class Lease:
     @property
     def total_steps(self) -> int:
         return self.terms.total_steps
+
+    @property
+    def resume_step(self) -> int:
+        return self.terms.resume_step
+
+    @property
+    def epoch_steps(self) -> int:
+        return self.terms.epoch_steps
 
     @property
     def checkpoint_path(self) -> Path:
@@ -167,6 +185,38 @@ class Lease:
             return (self.folder / LEASE_FILE).stat().st_mtime_ns
         except OSError:
             return 0
+
+
+def steps_per_second(
+    step: int | None, start_step: int | None, first_step_at: float | None, reported_at: float | None
+) -> float | None:
+    """A lease's training rate as its progress reports show it: start-up and checkpoint loading excluded."""
+    if step is None or start_step is None or first_step_at is None or reported_at is None:
+        return None
+    steps, seconds = step - start_step, reported_at - first_step_at
+    return steps / seconds if steps > 0 and seconds > 0 else None
+
+
+def free_port(host: str = "") -> int:
+    """A TCP port free now on this node, for a gang's rendezvous."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def member_environment(
+    folder: Path, job_id: int, rank: int, world_size: int, master: tuple[str, int]
+) -> dict[str, str]:
+    """What the runtime sets for one gang member (on top of its own environment)."""
+    return {
+        LEASE_DIR_ENV: str(folder),
+        "SHOCKWAVE_JOB_ID": str(job_id),
+        "SHOCKWAVE_RANK": str(rank),
+        "SHOCKWAVE_WORLD_SIZE": str(world_size),
+        "SHOCKWAVE_MASTER_ADDR": master[0],
+        "SHOCKWAVE_MASTER_PORT": str(master[1]),
+        "OMP_NUM_THREADS": "1",
+    }
 
 
 def current() -> Lease:

@@ -23,12 +23,17 @@ def requested_batch_size(job: JobState, *, profile_rule: bool) -> int | None:
     if job.spec.mode != "accordion" or fam.accordion is None:
         return None
     if profile_rule:
-        plan = job.profile.batch_sizes
-        wanted = plan[min(job.epochs_completed, len(plan) - 1)]
-        return wanted if wanted != bs else None
+        return planned_batch_size(job)
     critical = fam.accordion.is_critical(job.epochs_started, bs0, with_profile_windows=False)
     if bs == bs0 and not critical and bs != fam.max_batch_size:
         return fam.max_batch_size
     if bs != bs0 and critical and bs != fam.min_batch_size:
         return bs0
     return None
+
+
+def planned_batch_size(job: JobState) -> int | None:
+    """What the profile gives the epoch the job is in, if it is not the current batch size."""
+    plan = job.profile.batch_sizes
+    wanted = plan[min(job.epochs_completed, len(plan) - 1)]
+    return wanted if wanted != job.batch_size else None

@@ -42,6 +42,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.workload.profile import load_workload
+    from shockwave.workload.trace import require_gangs_fit
 
     policies = list(dict.fromkeys(canonical_name(p) for p in request.policies))
     if not policies:
@@ -49,14 +50,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     preset(request.mechanics).with_round_seconds(request.round_seconds)
     ClusterSpec(request.gpus, request.gpus_per_server)
     _, jobs, _ = load_workload(request.trace, request.throughputs)
-    too_big = [i for i, job in enumerate(jobs) if job.scale_factor > request.gpus]
-    if too_big:
-        raise InputError(
-            f"job {too_big[0]} needs {jobs[too_big[0]].scale_factor} GPUs but the cluster has "
-            f"{request.gpus} ({len(too_big)} such job(s))",
-            path=request.trace,
-            field="scale_factor",
-        )
+    require_gangs_fit(jobs, request.gpus, request.trace)
     config_text = None
     if request.config is not None:
         ShockwaveConfig.from_json(request.config)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from multiprocessing.managers import SyncManager
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.errors import InputError, require_extra
 from shockwave.experiments.cell import Cell, run_cell
 
 PROGRESS_INTERVAL_S = 0.25
@@ -143,10 +143,9 @@ def _drain(
 # -- Ray ---------------------------------------------------------------------------------------------------------------
 def _on_ray(cells: list[Cell], address: str | None) -> Iterator[Outcome]:
     """Ray schedules the tasks itself, so there is no per-cell progress, only cells finished."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("--ray needs Ray: pip install 'shockwave[cluster]'") from None
+    require_extra("ray", "cluster", "--ray")
+    import ray
+
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)

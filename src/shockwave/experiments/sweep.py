@@ -43,7 +43,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     from shockwave.simulator.mechanics import preset
     from shockwave.workload.generator import GeneratorParams, generate
     from shockwave.workload.throughput import load_throughputs
-    from shockwave.workload.trace import read_trace, write_trace
+    from shockwave.workload.trace import read_trace, require_gangs_fit, write_trace
 
     if not spec.cases:
         raise InputError(
@@ -77,14 +77,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                 workloads.append((path.stem, path.read_text(), seed, str(path), {"generator": asdict(params)}))
         for label, text, seed, path, extra in workloads:
             jobs = read_trace(path, model) if path else []
-            too_big = [i for i, job in enumerate(jobs) if job.scale_factor > case.gpus]
-            if too_big:
-                raise InputError(
-                    f"job {too_big[0]} needs {jobs[too_big[0]].scale_factor} GPUs but this case's "
-                    f"cluster has {case.gpus}",
-                    path=path,
-                    field="scale_factor",
-                )
+            require_gangs_fit(jobs, case.gpus, path)
             for policy in spec.policies:
                 shockwave = policy == "shockwave"
                 cells.append(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from shockwave.job import steps_per_second
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -18,6 +20,10 @@ class Launch:
     batch_size: int
     checkpoint: bytes | None
     """The job's latest checkpoint, to resume from (None: start fresh)."""
+    resume_step: int = 0
+    """The job's progress at `batch_size` (differs from the checkpoint's step after a batch-size change)."""
+    epoch_steps: int = 2**62
+    """Steps per epoch at `batch_size`."""
 
 
 @dataclass(frozen=True)
@@ -39,11 +45,7 @@ class GangStatus:
 
     def lease_rate(self) -> float | None:
         """Steps per second of this lease so far, start-up excluded."""
-        if None in (self.step, self.start_step, self.first_step_at, self.reported_at):
-            return None
-        seconds = self.reported_at - self.first_step_at  # type: ignore[operator]
-        steps = self.step - self.start_step  # type: ignore[operator]
-        return steps / seconds if seconds > 0 and steps > 0 else None
+        return steps_per_second(self.step, self.start_step, self.first_step_at, self.reported_at)
 
 
 class Backend(Protocol):

@@ -1,7 +1,8 @@
 """An in-process stand-in for a cluster, for fast tests of the runtime scheduler: no Ray, no processes.
 
-A started gang advances at a fixed rate (steps per second of wall clock) from its checkpoint until its deadline or
-its total; `fail(job)` makes it crash, `capacity` limits how many GPUs it has. Its "checkpoint" is the step count.
+A started gang advances at a fixed rate (steps per second of wall clock) after `startup_s`, from where the launch
+says until its deadline or its total, and exits `exit_s` after its deadline (the time a real job takes to write its
+checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class _Gang:
 
 
 class FakeBackend:
-    def __init__(self, gpus: int, steps_per_s: float = 100.0, startup_s: float = 0.0) -> None:
-        self.gpus, self.rate, self.startup_s = gpus, steps_per_s, startup_s
+    def __init__(self, gpus: int, steps_per_s: float = 100.0, startup_s: float = 0.0, exit_s: float = 0.0) -> None:
+        self.gpus, self.rate, self.startup_s, self.exit_s = gpus, steps_per_s, startup_s, exit_s
         self.gangs: dict[int, _Gang] = {}
         self.launches: list[Launch] = []
 
@@ -37,13 +38,15 @@ class FakeBackend:
     def start(self, launch: Launch) -> bool:
         if sum(g.launch.gang for g in self.gangs.values()) + launch.gang > self.gpus:
             return False
-        start = int(launch.checkpoint.decode()) if launch.checkpoint else 0
+        start = launch.resume_step  # what a real job does after a batch-size change; else its checkpoint's step
         self.gangs[launch.job_id] = _Gang(launch, start, time.time(), launch.deadline)
         self.launches.append(launch)
         return True
 
     def extend(self, job_id: int, deadline: float) -> None:
-        self.gangs[job_id].deadline = deadline
+        gang = self.gangs[job_id]
+        if time.time() < gang.deadline:  # a lease that has run out is over: the job is already checkpointing
+            gang.deadline = deadline
 
     def stop(self, job_id: int) -> None:
         gang = self.gangs[job_id]
@@ -58,7 +61,7 @@ class FakeBackend:
         gang, now = self.gangs[job_id], time.time()
         step = self._step(gang, now)
         done = step >= gang.launch.total_steps
-        exited = gang.failed is not None or done or now >= gang.deadline
+        exited = gang.failed is not None or done or now >= gang.deadline + self.exit_s
         first = gang.started + self.startup_s
         if done:  # like a real job, it last reported when it took its last step
             now = min(now, first + (gang.launch.total_steps - gang.start_step) / self.rate)

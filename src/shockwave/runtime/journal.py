@@ -42,6 +42,13 @@ class JobRecord:
     """Why a failed job was given up."""
     starts: list[float] = field(default_factory=list)
     """Elapsed seconds at which each lease of the job started."""
+    rates: dict[str, float] = field(default_factory=dict)
+    """Batch size -> smoothed steps per second measured at it."""
+    startups: list[float] = field(default_factory=list)
+    """Seconds from the decision to start each lease (its round's start, or a switch) to its first step: waiting for
+    preempted jobs to leave, placement, process start, checkpoint load."""
+    switches: list[list[int]] = field(default_factory=list)
+    """[epoch, batch size] at each batch-size change: from that epoch on the job trained at that batch size."""
 
 
 class Journal:

@@ -14,7 +14,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -46,28 +45,29 @@ class GangMember:
 
     def __init__(self, run_id: str, job_id: int, rank: int) -> None:
         self.folder = Path(tempfile.gettempdir()) / "shockwave-runtime" / run_id / f"job-{job_id}" / f"rank-{rank}"
+        self.rank = rank
         shutil.rmtree(self.folder, ignore_errors=True)
         self.folder.mkdir(parents=True)
         self.process: subprocess.Popen | None = None
         self.log_path = self.folder / "output.log"
 
     def node(self) -> dict[str, Any]:
-        with socket.socket() as s:
-            s.bind(("", 0))
-            port = s.getsockname()[1]
         return {
             "ip": ray.util.get_node_ip_address(),
             "node_id": ray.get_runtime_context().get_node_id(),
-            "port": port,
+            "port": lease_files.free_port(),
             "gpus": ray.get_gpu_ids(),
         }
 
-    def start(self, command: list[str], env: dict[str, str], terms: dict[str, Any], checkpoint: bytes | None) -> int:
+    def start(
+        self, command: list[str], world: int, master: tuple[str, int], terms: dict[str, Any], checkpoint: bytes | None
+    ) -> int:
         checkpoint_path = self.folder / "checkpoint.pt"
         if checkpoint is not None:
             checkpoint_path.write_bytes(checkpoint)
         lease_files.Terms(**terms, checkpoint=str(checkpoint_path)).write(self.folder)
-        environment = {**os.environ, **env, lease_files.LEASE_DIR_ENV: str(self.folder), "OMP_NUM_THREADS": "1"}
+        env = lease_files.member_environment(self.folder, terms["job_id"], self.rank, world, master)
+        environment = {**os.environ, **env}
         with self.log_path.open("ab") as output:
             self.process = subprocess.Popen(
                 command, env=environment, stdout=output, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
@@ -152,22 +152,13 @@ class RayBackend:
             "max_steps": launch.total_steps,
             "total_steps": launch.total_steps,
             "batch_size": launch.batch_size,
+            "resume_step": launch.resume_step,
+            "epoch_steps": launch.epoch_steps,
         }
         ray.get(
             [
-                m.start.remote(
-                    launch.command,
-                    {
-                        "SHOCKWAVE_JOB_ID": str(launch.job_id),
-                        "SHOCKWAVE_RANK": str(rank),
-                        "SHOCKWAVE_WORLD_SIZE": str(launch.gang),
-                        "SHOCKWAVE_MASTER_ADDR": leader["ip"],
-                        "SHOCKWAVE_MASTER_PORT": str(leader["port"]),
-                    },
-                    terms,
-                    launch.checkpoint,
-                )
-                for rank, m in enumerate(members)
+                m.start.remote(launch.command, launch.gang, (leader["ip"], leader["port"]), terms, launch.checkpoint)
+                for m in members
             ]
         )
         self.gangs[launch.job_id] = (group, members)

@@ -2,12 +2,15 @@
 
 The trace is scaled by --time-scale X (arrivals and step counts divided by X) and written to DIR/trace.scaled.trace,
 so `shockwave simulate` can replay exactly what ran, with DIR/measured_throughputs.json (a Gavel table of the rates
-the jobs really reached). Results are the `simulate --json` object, with per-job status, preemptions, restarts
-and measured throughput; T_iso (for finish-time fairness) is computed from the measured rates.
+the jobs really reached, per batch size) and DIR/batch_sizes.json (the batch size each job really trained each epoch
+at, for `simulate --batch-sizes`). Results are the `simulate --json` object, with per-job status, preemptions,
+restarts, batch-size switches and measured throughput; T_iso (for finish-time fairness) is computed from the
+measured rates and the batch sizes the job really used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -20,18 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.errors import InputError, require_extra
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.runtime.backend import Backend
-from shockwave.runtime.journal import Journal
+from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
-from shockwave.workload.profile import build_profile, load_workload
+from shockwave.workload.profile import build_profile, load_workload, schedule_from_switches
 from shockwave.workload.summary import makespan_lower_bound
 from shockwave.workload.throughput import DEFAULT_GPU_TYPE, TableThroughputs, ThroughputModel, UnknownThroughput
-from shockwave.workload.trace import TraceJob, write_trace
+from shockwave.workload.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
 log = logging.getLogger(__name__)
-DEFAULT_COMMAND = f"{shlex.quote(sys.executable)} -m shockwave.workloads.train --family {{family}} --seed {{job_id}}"
+DEFAULT_COMMAND = (
+    f"{shlex.quote(sys.executable)} -m shockwave.workloads.train --family {{family}} --mode {{mode}} --seed {{job_id}}"
+)
 
 
 @dataclass(frozen=True)
@@ -70,6 +75,39 @@ def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
         )
         for job in jobs
     ]
+
+
+def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
+    """`shockwave simulate` arguments that replay a finished run: its scaled trace, measured rates, the batch sizes
+    its jobs really used, its round and reallocation lengths, and its measured start-up per lease (by gang size) as
+    the restart cost."""
+    round_s = result["round_seconds"]
+    realloc = result.get("realloc_seconds") or round_s
+    gangs = [job.scale_factor for job in read_trace(out / "trace.scaled.trace")]
+    startups: dict[int, list[float]] = {}
+    for job in result["jobs"]:
+        startups.setdefault(gangs[job["id"]], []).extend(job.get("startup_s", []))
+    by_gang = ",".join(f"{gang}:{_mean(s) or 0.0:.2f}" for gang, s in sorted(startups.items()) if s)
+    restart = result.get("restart_overhead_s") or 0.0
+    return [
+        *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
+        *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", result["policy"], "--gpus", str(result["gpus"])),
+        *("--round-seconds", str(round_s), "--realloc-seconds", str(realloc), "--mechanics", "corrected"),
+        *("--restart-seconds", f"{restart:.2f}", *(("--restart-seconds-by-gang", by_gang) if by_gang else ())),
+    ]
+
+
+def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> dict[tuple[str, int, int], float]:
+    """(model, batch size, gang) -> steps/s, averaged over the jobs that ran like that."""
+    measured: dict[tuple[str, int, int], list[float]] = {}
+    for job_id, record in records.items():
+        for bs, rate in record.rates.items():
+            measured.setdefault((jobs[job_id].model, int(bs), jobs[job_id].scale_factor), []).append(rate)
+    return {key: sum(values) / len(values) for key, values in measured.items()}
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 class _Measured:
@@ -122,13 +160,7 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
         request = _resumed(request, journal)
     name = canonical_name(request.policy)
     tm, original, _ = load_workload(request.trace, request.throughputs)
-    too_big = [i for i, job in enumerate(original) if job.scale_factor > request.gpus]
-    if too_big:
-        raise InputError(
-            f"job {too_big[0]} needs {original[too_big[0]].scale_factor} GPUs but the cluster has {request.gpus}",
-            path=request.trace,
-            field="scale_factor",
-        )
+    require_gangs_fit(original, request.gpus, request.trace)
     jobs = scale_trace(original, request.time_scale)
     request.out.mkdir(parents=True, exist_ok=True)
     write_trace(jobs, request.out / "trace.scaled.trace")
@@ -136,6 +168,7 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     policy = make_policy(name, min_realloc_interval_s=interval, shockwave_config=config)
     if backend is None:
+        require_extra("ray", "cluster", "shockwave run")
         from shockwave.runtime.ray_backend import RayBackend
 
         cluster_backend: Backend = RayBackend(request.gpus, request.address, request.placement)
@@ -173,22 +206,26 @@ def _result(
     request: RunRequest, policy: str, scheduler: RuntimeScheduler, tm: ThroughputModel, jobs: list[TraceJob]
 ) -> dict[str, Any]:
     records = scheduler.records
-    measured: dict[tuple[str, int, int], list[float]] = {}
-    for job_id, record in records.items():
-        if record.measured_throughput:
-            measured.setdefault((jobs[job_id].model, record.batch_size, jobs[job_id].scale_factor), []).append(
-                record.measured_throughput
-            )
-    rates = {key: sum(values) / len(values) for key, values in measured.items()}
+    schedules = {i: schedule_from_switches(jobs[i], r.switches) for i, r in records.items()}
+    rates = _measured_rates(jobs, records)
+    used = {(jobs[i].model, bs, jobs[i].scale_factor) for i, schedule in schedules.items() for bs in set(schedule)}
+    for key in sorted(used - rates.keys()):  # a batch size a job ended at before it ever reported a rate
+        with contextlib.suppress(UnknownThroughput):
+            rates[key] = tm.throughput(*key)
+            log.warning("no rate measured for %s at batch size %d on %d GPU(s): the table uses the model's", *key)
     table = TableThroughputs({(DEFAULT_GPU_TYPE, *key): rate for key, rate in rates.items()}, "measured")
     (request.out / "measured_throughputs.json").write_text(json.dumps(table.to_json(), indent=1))
+    (request.out / "batch_sizes.json").write_text(json.dumps({str(i): s for i, s in sorted(schedules.items())}))
     model = _Measured(rates, tm)
     try:
-        profiles = [build_profile(job, model) for job in jobs]
-    except (InputError, UnknownThroughput):
+        profiles = [build_profile(job, model, schedules[i]) for i, job in enumerate(jobs)]
+    except InputError:
         profiles = [build_profile(job, tm) for job in jobs]
     done = [i for i, r in records.items() if r.status == "done"]
-    outcomes = [JobOutcome(i, jobs[i].arrival, records[i].finish_s or 0.0, profiles[i].t_isolated, 0) for i in done]
+    outcomes = [
+        JobOutcome(i, jobs[i].arrival, records[i].finish_s or 0.0, profiles[i].t_isolated, len(records[i].switches))
+        for i in done
+    ]
     makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)
     busy = sum(r.run_seconds * jobs[i].scale_factor for i, r in records.items())
     summary = summarize_run(
@@ -207,6 +244,8 @@ def _result(
             restarts=record.restarts,
             measured_throughput=record.measured_throughput,
             starts=record.starts,
+            batch_size_switches=record.switches,
+            startup_s=record.startups,
         )
     failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
     return {
@@ -215,12 +254,14 @@ def _result(
         "gpus": request.gpus,
         "mechanics": "runtime",
         "round_seconds": request.round_seconds,
+        "realloc_seconds": request.realloc_seconds or request.round_seconds,
         "throughputs": "measured",
         "time_scale": request.time_scale,
         **summary,
         "unfinished_jobs": sorted(failed),
         "failed_jobs": {str(k): v for k, v in failed.items()},
         "wall_seconds": scheduler.elapsed(),
+        "restart_overhead_s": _mean([t for r in records.values() for t in r.startups]),
         **scheduler.policy.summary(),
         "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in scheduler.rounds],
     }

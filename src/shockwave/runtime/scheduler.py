@@ -8,7 +8,8 @@ Each round (every `round_seconds`):
 3. ask the policy for the next round's jobs;
 4. stop running jobs it did not choose (they checkpoint and exit; their GPUs are freed and verified free), extend
    the leases of chosen running jobs (no restart), start the others from their checkpoints;
-5. journal the state, then wait for the round's end.
+5. journal the state, then wait for the round's end; meanwhile a job that stops to ask for another batch size
+   (at an epoch boundary) is granted it at once: it restarts from its checkpoint on the rest of its lease.
 A lease runs `hold_seconds` past its round so a job chosen again never stops between rounds.
 """
 
@@ -33,6 +34,8 @@ from shockwave.workload.trace import TraceJob
 log = logging.getLogger(__name__)
 EMA_ALPHA = 0.5
 """Weight of the newest throughput measurement (the reference smooths with 0.5 too)."""
+POLL_S = 0.25
+"""How often running jobs are checked for batch-size requests between round boundaries."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class RuntimeSettings:
     hold_seconds: float
     max_restarts: int
     command: list[str]
-    """The job command; {family}, {batch_size} and {job_id} are filled in per job."""
+    """The job command; {family}, {batch_size}, {mode} and {job_id} are filled in per job."""
     checkpoints: Path
     stop_timeout_s: float = 60.0
 
@@ -50,10 +53,16 @@ class RuntimeSettings:
 class _Running:
     started: float
     """Elapsed seconds at which this lease started."""
+    wanted: float
+    """Elapsed seconds at which the scheduler decided to start it (the round's start, or a switch): the start-up
+    it measures runs from here to the first step, so it includes waiting for GPUs and placing the gang."""
+    deadline: float
     last_step: int
+    batch_size: int
     prior_rate: float | None
-    """The job's smoothed rate before this lease: the lease's own rate is blended into it."""
+    """The job's smoothed rate at this batch size before this lease: the lease's own rate is blended into it."""
     last_report: float | None = None
+    startup_seen: bool = False
 
 
 @dataclass
@@ -102,27 +111,36 @@ class RuntimeScheduler:
     def run(self) -> None:
         try:
             while not self._all_settled():
-                round_start = time.time()
+                decided = time.time()
                 self.view.now = self.elapsed()
                 self._observe()
                 self._admit()
                 chosen = [j for j in self.policy.plan(self.view) if j in self.view.jobs]
-                self._apply(chosen, round_start)
+                round_start = self._apply(chosen, decided)
                 self.view.round_index += 1
                 self.rounds.append(
                     RoundLog(self.view.now, len(self.running), sum(self.jobs[j].scale_factor for j in self.running))
                 )
                 self._save()
-                self._wait_until(round_start + self.settings.round_seconds)
+                self._tend_until(round_start + self.settings.round_seconds)
         finally:
             for job_id in list(self.running):
                 self._release(job_id)
             self._save()
 
-    @staticmethod
-    def _wait_until(end: float) -> None:
+    def _tend_until(self, end: float) -> None:
+        """Wait for the round's end, granting batch-size requests on the way (the job keeps its lease)."""
         while (remaining := end - time.time()) > 0:
-            time.sleep(min(0.05, remaining))
+            time.sleep(min(POLL_S, remaining))
+            for job_id in list(self.running):
+                status = self.backend.status(job_id)
+                if status.exited and status.requested_batch_size is not None and not status.done:
+                    deadline, wanted = self.running[job_id].deadline, self.elapsed()
+                    self._look(job_id, status)
+                    self._ended(job_id, status)
+                    if job_id in self.view.jobs:
+                        self._start(job_id, deadline, wanted)
+                    self._save()
 
     def _all_settled(self) -> bool:
         return all(r.status in ("done", "failed") for r in self.records.values())
@@ -131,22 +149,27 @@ class RuntimeScheduler:
     def _observe(self) -> None:
         for job_id in list(self.running):
             status = self.backend.status(job_id)
-            self._account(job_id, status)
-            self._collect_checkpoint(job_id)
+            self._look(job_id, status)
             if status.exited:
                 self._ended(job_id, status)
+
+    def _look(self, job_id: int, status: GangStatus) -> None:
+        """Take in a running gang's latest report and any newer checkpoint."""
+        self._account(job_id, status)
+        self._collect_checkpoint(job_id)
 
     def _account(self, job_id: int, status: GangStatus) -> None:
         """Progress since the last look: job state, measured throughput, the policy's bookkeeping."""
         lease, state, record = self.running[job_id], self.view.jobs[job_id], self.records[job_id]
         if status.step is None or status.reported_at is None:
             return
+        if status.first_step_at is not None and not lease.startup_seen:
+            lease.startup_seen = True
+            record.startups.append(status.first_step_at - self.start_wall - lease.wanted)
         rate = status.lease_rate()
         if rate is not None:
-            record.measured_throughput = (
-                rate if lease.prior_rate is None else (EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate)
-            )
-            state.throughput = record.measured_throughput
+            smoothed = rate if lease.prior_rate is None else EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate
+            record.rates[str(lease.batch_size)] = record.measured_throughput = state.throughput = smoothed
         steps = status.step - lease.last_step
         since = lease.last_report or status.first_step_at
         if steps > 0 and since is not None and status.reported_at > since:
@@ -194,18 +217,29 @@ class RuntimeScheduler:
                 self._remove(job_id)
             return
         if status.requested_batch_size is not None and status.requested_batch_size != state.batch_size:
-            rescale_to_batch_size(state, status.requested_batch_size, round_up_progress=False)
-            self._throughput_after_switch(state)
-            record.steps, record.total_steps, record.batch_size = (
-                state.steps_done,
-                state.total_steps,
-                state.batch_size,
-            )
+            self._switch(record, state, status.requested_batch_size)
 
-    def _throughput_after_switch(self, state: JobState) -> None:
-        # Without a rate for the new batch size, keep the old one until the job reports at the new one.
+    def _switch(self, record: JobRecord, state: JobState, batch_size: int) -> None:
+        """The job asked for `batch_size` (at a checkpoint): convert its progress, keeping the epochs it has done.
+
+        Until the job reports at the new batch size its rate is the one measured there before, else the current
+        one scaled by the throughput model's ratio between the two batch sizes (the model's absolute rates are
+        another machine's), else the current one.
+        """
+        old = state.batch_size
+        rescale_to_batch_size(state, batch_size, round_up_progress=False)
+        record.steps, record.total_steps, record.batch_size = state.steps_done, state.total_steps, batch_size
+        record.switches.append([state.epochs_completed, batch_size])
+        log.info("job %d trains at batch size %d from epoch %d", state.id, batch_size, state.epochs_completed)
+        measured = record.rates.get(str(batch_size))
+        if measured is not None:
+            state.throughput = measured
+            return
         with contextlib.suppress(LookupError):
-            state.throughput = self.throughputs.throughput(state.family.name, state.batch_size, state.scale_factor)
+            speedup = self.throughputs.throughput(state.family.name, batch_size, state.scale_factor) / (
+                self.throughputs.throughput(state.family.name, old, state.scale_factor)
+            )
+            state.throughput *= speedup
 
     def _remove(self, job_id: int) -> None:
         state = self.view.jobs.pop(job_id)
@@ -218,7 +252,7 @@ class RuntimeScheduler:
             settled = record.status in ("done", "failed")
             if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
                 continue  # a resumed run re-admits its active jobs here, at their last checkpoint
-            throughput = record.measured_throughput or self.throughputs.throughput(
+            throughput = record.rates.get(str(record.batch_size)) or self.throughputs.throughput(
                 spec.model, record.batch_size, spec.scale_factor
             )
             state = JobState.admit(job_id, spec, self.profiles[job_id], throughput)
@@ -227,48 +261,83 @@ class RuntimeScheduler:
                 record.total_steps,
                 record.steps,
             )
+            state.batch_size_changes = len(record.switches)
             record.status = "active"
             self.view.jobs[job_id] = state
             self.policy.job_added(self.view, state)
 
     # -- acting ---------------------------------------------------------------------------------------------------
-    def _apply(self, chosen: list[int], round_start: float) -> None:
+    def _apply(self, chosen: list[int], decided: float) -> float:
+        """Carry out the round; returns when its leases begin (once the preempted jobs have left their GPUs).
+
+        Kept jobs are extended first, so a slow drain never lets their leases lapse; the round's clock starts after
+        the drain, so jobs started now get a whole round however long the preempted took to checkpoint.
+        """
         keep = set(chosen)
+        for job_id in chosen:
+            if job_id in self.running:
+                self._extend(job_id, self._lease_end(time.time()))
         stopping = [j for j in self.running if j not in keep]
         for job_id in stopping:
             self.backend.stop(job_id)
         self._drain(stopping)
-        deadline = round_start + self.settings.round_seconds + self.settings.hold_seconds
+        round_start = time.time()
+        deadline = self._lease_end(round_start)
         for job_id in chosen:
             if job_id in self.running:
-                self.backend.extend(job_id, deadline)
+                self._extend(job_id, deadline)
             elif job_id in self.view.jobs:
-                self._start(job_id, deadline)
+                self._start(job_id, deadline, decided - self.start_wall)
+        return round_start
+
+    def _lease_end(self, round_start: float) -> float:
+        return round_start + self.settings.round_seconds + self.settings.hold_seconds
+
+    def _extend(self, job_id: int, deadline: float) -> None:
+        self.backend.extend(job_id, deadline)
+        self.running[job_id].deadline = deadline
 
     def _drain(self, stopping: list[int]) -> None:
-        """Wait for preempted jobs to checkpoint and exit; one that does not in time is killed."""
+        """Wait for preempted jobs to checkpoint and exit; one that does not in time is killed, and one that has not
+        taken its first step yet (still starting: nothing to save) is not waited for."""
         give_up = time.time() + self.settings.stop_timeout_s
         waiting = list(stopping)
         while waiting:
             for job_id in list(waiting):
                 status = self.backend.status(job_id)
-                if status.exited or time.time() > give_up:
-                    self._account(job_id, status)
-                    self._collect_checkpoint(job_id)
-                    if status.exited and not status.done and status.failure is None:
+                starting = status.first_step_at is None and status.failure is None
+                if status.exited or starting or time.time() > give_up:
+                    self._look(job_id, status)
+                    if not status.done and status.failure is None:
                         self.records[job_id].preemptions += 1
                     self._ended(job_id, status)
                     waiting.remove(job_id)
             time.sleep(0.05)
 
-    def _start(self, job_id: int, deadline: float) -> None:
+    def _start(self, job_id: int, deadline: float, wanted: float) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
         checkpoint = Path(record.checkpoint).read_bytes() if record.checkpoint else None
-        values = {"family": state.family.name, "batch_size": state.batch_size, "job_id": job_id}
+        values = {
+            "family": state.family.name,
+            "batch_size": state.batch_size,
+            "mode": state.spec.mode,
+            "job_id": job_id,
+        }
         command = [part.format(**values) for part in self.settings.command]
-        launch = Launch(job_id, state.scale_factor, command, deadline, state.total_steps, state.batch_size, checkpoint)
+        launch = Launch(
+            job_id,
+            state.scale_factor,
+            command,
+            deadline,
+            state.total_steps,
+            state.batch_size,
+            checkpoint,
+            resume_step=state.steps_done,
+            epoch_steps=state.iterations_per_epoch,
+        )
         if self.backend.start(launch):
-            self.running[job_id] = _Running(self.elapsed(), record.steps, record.measured_throughput)
+            prior = record.rates.get(str(state.batch_size))
+            self.running[job_id] = _Running(self.elapsed(), wanted, deadline, record.steps, state.batch_size, prior)
             record.starts.append(self.elapsed())
 
     def _release(self, job_id: int) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.core.adaptation import requested_batch_size
+from shockwave.core.adaptation import planned_batch_size, requested_batch_size
 from shockwave.core.placement import place
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
@@ -35,6 +35,8 @@ class Launch:
     steps: int
     finish: float
     gpus: tuple[int, ...]
+    startup_s: float = 0.0
+    """Time the job spends starting before it trains (replaying a real run: every start and restart)."""
 
 
 @dataclass
@@ -71,8 +73,14 @@ class Simulator:
         policy: Policy,
         mechanics: Mechanics,
         on_round: Callable[[Progress], None] | None = None,
+        *,
+        replay: bool = False,
     ) -> None:
-        self.on_round = on_round
+        self.on_round, self.replay = on_round, replay
+        self.switched: set[int] = set()
+        """Jobs that changed batch size since they last ran (replaying a real run: they restart to switch)."""
+        self.starting: dict[int, float] = {}
+        """Start-up seconds still ahead of jobs whose start-up is longer than a round (replaying a real run)."""
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
         self.view = SchedulerView(
@@ -112,14 +120,11 @@ class Simulator:
         job, m = launch.job, self.mechanics
         exec_s = launch.finish - self.round_start
         factor = 1.0
-        if (
-            previous is not None
-            and job.id not in previous
-            and exec_s != 0
-            and exec_s > m.round_seconds - (m.restart_cost_margin_s)
-        ):
-            factor = (exec_s - m.restart_cost_s) / exec_s
-            exec_s -= m.restart_cost_s
+        restarted = previous is not None and job.id not in previous
+        if not self.replay and restarted and exec_s != 0 and exec_s > m.round_seconds - m.restart_cost_margin_s:
+            cost = min(m.restart_cost(job.scale_factor), exec_s)
+            factor = (exec_s - cost) / exec_s
+            exec_s -= cost
         steps = int(launch.steps * factor)
         job.last_finish_s = launch.finish
         job.run_time_s += exec_s
@@ -137,7 +142,7 @@ class Simulator:
                 int(job.profile.t_isolated) * m.deadline_factor
             )
             completed = job.remaining_steps <= 0 or over_deadline
-            self.policy.round_executed(self.view, job, exec_s, steps)
+            self.policy.round_executed(self.view, job, exec_s - launch.startup_s, steps)
             for gpu in launch.gpus:
                 self.gpu_busy[gpu] += exec_s
         if job.pending_batch_size is not None:
@@ -155,6 +160,8 @@ class Simulator:
             )
         except UnknownThroughput:
             return  # the reference ignores switches to batch sizes it has no throughput for
+        if self.replay:  # the real job checkpointed and restarted at the new batch size
+            self.switched.add(job.id)
         rescale_to_batch_size(job, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
 
     def _remove(self, job: JobState) -> None:
@@ -174,6 +181,10 @@ class Simulator:
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
+            if self.replay:  # a real job switched as soon as it asked: follow its schedule without delay
+                job.pending_batch_size = planned_batch_size(job)
+                self._switch_batch_size(job)
+                continue
             wanted = requested_batch_size(job, profile_rule=self.mechanics.accordion_profile_rule)
             if wanted is not None:
                 job.pending_batch_size = wanted
@@ -195,13 +206,27 @@ class Simulator:
         self.running = []
         for job_id, gpus in placement.items():
             job = jobs[job_id]
-            steps = min(int(job.throughput * length), job.remaining_steps)
-            finish = max(now, now + steps / job.throughput)
-            self.running.append(Launch(job, steps, finish, gpus))
+            startup = self._startup(job, restarting=job_id not in previous or job_id in self.switched)
+            steps = min(int(job.throughput * (length - startup)), job.remaining_steps)
+            finish = max(now, now + startup + steps / job.throughput)
+            self.running.append(Launch(job, steps, finish, gpus, startup))
+        self.starting = {j: left for j, left in self.starting.items() if j in placement}
         self.records.append(
             RoundRecord(self.view.round_index, now, len(placement), sum(len(g) for g in placement.values()))
         )
         self.view.round_index += 1
+
+    def _startup(self, job: JobState, *, restarting: bool) -> float:
+        """Seconds of this round the job spends starting (replaying a real run); a start-up longer than a round
+        goes on in the next one if the job keeps its GPUs, and is lost otherwise."""
+        if not self.replay:
+            return 0.0
+        self.switched.discard(job.id)
+        left = self.mechanics.restart_cost(job.scale_factor) if restarting else self.starting.pop(job.id, 0.0)
+        length = self.mechanics.round_seconds
+        if left > length:
+            self.starting[job.id] = left - length
+        return min(left, length)
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()

@@ -33,6 +33,11 @@ class Mechanics:
     max_failed_rounds: int = 5
     consolidate_gangs: bool = False
     """Place a new gang on the fullest server that fits it whole (matters with --gpus-per-server > 1)."""
+    restart_cost_by_gang: tuple[tuple[int, float], ...] = ()
+    """(gang size, seconds) pairs overriding restart_cost_s: a real run's start-up grows with the gang."""
+
+    def restart_cost(self, gang: int) -> float:
+        return next((cost for size, cost in self.restart_cost_by_gang if size == gang), self.restart_cost_s)
 
     def __post_init__(self) -> None:
         if not self.round_seconds > 0:
@@ -41,7 +46,31 @@ class Mechanics:
             raise InputError("switch_delay_rounds must be 0 or 1")
 
     def with_round_seconds(self, seconds: float) -> Mechanics:
-        return replace(self, round_seconds=seconds)
+        """Another round length; the "almost a full round" margin keeps its share of the round (5 s of 120 s)."""
+        return replace(
+            self, round_seconds=seconds, restart_cost_margin_s=self.restart_cost_margin_s * seconds / self.round_seconds
+        )
+
+    def with_overrides(
+        self,
+        restart_cost_s: float | None = None,
+        min_realloc_interval_s: float | None = None,
+        restart_cost_by_gang: dict[int, float] | None = None,
+    ) -> Mechanics:
+        """The preset with a measured restart cost or another reallocation interval (e.g. to match a real run)."""
+        changes: dict[str, object] = {}
+        for seconds in [restart_cost_s, *(restart_cost_by_gang or {}).values()]:
+            if seconds is not None and not seconds >= 0:
+                raise InputError(f"a restart cost must be >= 0 seconds, got {seconds}")
+        if restart_cost_s is not None:
+            changes["restart_cost_s"] = restart_cost_s
+        if restart_cost_by_gang:
+            changes["restart_cost_by_gang"] = tuple(sorted(restart_cost_by_gang.items()))
+        if min_realloc_interval_s is not None:
+            if min_realloc_interval_s < 0:
+                raise InputError(f"--realloc-seconds must be >= 0, got {min_realloc_interval_s}")
+            changes["min_realloc_interval_s"] = min_realloc_interval_s
+        return replace(self, **changes)
 
 
 PRESETS = {

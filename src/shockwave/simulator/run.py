@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
 from shockwave.policies.registry import canonical_name, make_policy
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload.profile import load_workload
+from shockwave.workload.trace import require_gangs_fit
 
 
 def simulate(
@@ -23,20 +23,18 @@ def simulate(
     throughputs: Path | None = None,
     config: ShockwaveConfig | None = None,
     on_round: Callable[[Progress], None] | None = None,
+    batch_sizes: Path | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
-    """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values)."""
+    """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
+
+    With `batch_sizes` (the per-epoch batch sizes a real run observed, `shockwave run`'s DIR/batch_sizes.json)
+    jobs replay those schedules instead of following the catalog's adaptation rules.
+    """
     name = canonical_name(policy)
-    tm, jobs, profiles = load_workload(trace, throughputs)
-    too_big = [(i, j.scale_factor) for i, j in enumerate(jobs) if j.scale_factor > cluster.gpus]
-    if too_big:
-        i, sf = too_big[0]
-        raise InputError(
-            f"job {i} needs a gang of {sf} GPUs but the cluster has only {cluster.gpus} ({len(too_big)} such job(s))",
-            path=trace,
-            field="scale_factor",
-        )
+    tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
+    require_gangs_fit(jobs, cluster.gpus, trace)
     chosen = make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, shockwave_config=config)
-    engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round)
+    engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None)
     result = engine.run()
     header = {
         "policy": name,

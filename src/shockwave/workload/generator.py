@@ -19,7 +19,7 @@ import numpy as np
 from shockwave.errors import InputError
 from shockwave.workload.catalog import MODES, generator_templates
 from shockwave.workload.throughput import ThroughputModel, UnknownThroughput
-from shockwave.workload.trace import TraceJob
+from shockwave.workload.trace import TraceJob, catalog_job
 
 GANG_SIZES = (1, 2, 4, 8)
 BUCKET_PROBABILITIES = (0.72, 0.2, 0.05, 0.03)
@@ -116,20 +116,5 @@ def generate(params: GeneratorParams, throughputs: ThroughputModel) -> list[Trac
             raise InputError(f"cannot generate job {index}: {exc}") from None
         if index > 0 and params.lam > 0:
             arrival += -math.log(1.0 - arrival_rng.random()) * params.lam
-        jobs.append(
-            TraceJob(
-                job_type=fam.job_type(bs),
-                command=fam.launch_command(bs),
-                working_directory=fam.working_directory,
-                num_steps_arg=fam.num_steps_arg,
-                needs_data_dir=True,
-                total_steps=int(duration * rate),
-                scale_factor=gang,
-                mode=mode,
-                priority_weight=1.0,
-                slo=-1.0,
-                duration=int(duration),
-                arrival=float(int(arrival)),
-            )
-        )
+        jobs.append(catalog_job(fam.name, bs, gang, int(duration * rate), mode, float(int(arrival)), int(duration)))
     return jobs

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shockwave.errors import InputError
+from shockwave.jsonfile import read_json_object
 from shockwave.workload.adaptation import profile_batch_sizes
 from shockwave.workload.catalog import family
 from shockwave.workload.throughput import ThroughputModel, UnknownThroughput, load_throughputs
@@ -28,11 +29,16 @@ class JobProfile:
         return sum(self.epoch_durations)
 
 
-def build_profile(job: TraceJob, throughputs: ThroughputModel) -> JobProfile:
+def epochs_of(job: TraceJob) -> int:
+    return math.ceil(job.total_steps / family(job.model).iterations_per_epoch(job.batch_size))
+
+
+def build_profile(job: TraceJob, throughputs: ThroughputModel, batch_sizes: list[int] | None = None) -> JobProfile:
+    """The planned profile, or the one of `batch_sizes` (per epoch) when the job's real schedule is known."""
     fam = family(job.model)
-    bs0 = job.batch_size
-    epochs = math.ceil(job.total_steps / fam.iterations_per_epoch(bs0))
-    batch_sizes = profile_batch_sizes(fam, job.mode, bs0, job.scale_factor, epochs)
+    epochs = epochs_of(job)
+    if batch_sizes is None:
+        batch_sizes = profile_batch_sizes(fam, job.mode, job.batch_size, job.scale_factor, epochs)
     rate: dict[int, float] = {}
     for bs in set(batch_sizes):
         try:
@@ -43,10 +49,36 @@ def build_profile(job: TraceJob, throughputs: ThroughputModel) -> JobProfile:
     return JobProfile(epochs=epochs, batch_sizes=tuple(batch_sizes), epoch_durations=durations)
 
 
+def schedule_from_switches(job: TraceJob, switches: list[list[int]]) -> list[int]:
+    """Per-epoch batch sizes of a job that switched to batch size b at epoch e for each [e, b] in `switches`."""
+    schedule = [job.batch_size] * epochs_of(job)
+    for epoch, batch_size in switches:
+        schedule[epoch:] = [batch_size] * (len(schedule) - epoch)
+    return schedule
+
+
+def read_schedules(path: Path, jobs: list[TraceJob]) -> dict[int, list[int]]:
+    """Observed per-epoch batch sizes ({"job id": [bs, ...]}, as `shockwave run` writes them), checked against the
+    trace: every epoch of the job is covered by a positive batch size."""
+    raw = read_json_object(path, "batch-size schedule", 'an object {"<job id>": [batch size per epoch, ...]}')
+    schedules: dict[int, list[int]] = {}
+    for key, value in raw.items():
+        if not key.isdigit() or int(key) >= len(jobs):
+            raise InputError(f"{key!r} is not a job id of the trace (0..{len(jobs) - 1})", path=path, field=key)
+        epochs = epochs_of(jobs[int(key)])
+        valid = isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value)
+        if not valid or len(value) != epochs:
+            raise InputError(f"expected a list of {epochs} positive batch sizes (one per epoch)", path=path, field=key)
+        schedules[int(key)] = value
+    return schedules
+
+
 def load_workload(
-    trace: str | Path, throughputs: str | Path | None
+    trace: str | Path, throughputs: str | Path | None, schedules: Path | None = None
 ) -> tuple[ThroughputModel, list[TraceJob], list[JobProfile]]:
-    """A validated trace, the throughput model it is read against, and every job's profile."""
+    """A validated trace, the throughput model it is read against, and every job's profile (from the observed
+    batch-size `schedules` where given)."""
     tm = load_throughputs(throughputs)
     jobs = read_trace(trace, tm)
-    return tm, jobs, [build_profile(job, tm) for job in jobs]
+    observed = read_schedules(schedules, jobs) if schedules is not None else {}
+    return tm, jobs, [build_profile(job, tm, observed.get(i)) for i, job in enumerate(jobs)]

@@ -59,6 +59,27 @@ class TraceJob:
         return split_job_type(self.job_type)[1]
 
 
+def catalog_job(
+    model: str, batch_size: int, gang: int, steps: int, mode: str, arrival: float, duration: int = 60
+) -> TraceJob:
+    """A trace line for a catalog family, with the family's launch command and data folder."""
+    fam = FAMILIES[model]
+    return TraceJob(
+        job_type=fam.job_type(batch_size),
+        command=fam.launch_command(batch_size),
+        working_directory=fam.working_directory,
+        num_steps_arg=fam.num_steps_arg,
+        needs_data_dir=True,
+        total_steps=steps,
+        scale_factor=gang,
+        mode=mode,
+        priority_weight=1.0,
+        slo=-1.0,
+        duration=duration,
+        arrival=arrival,
+    )
+
+
 class TraceError(InputError):
     """Every problem found in a trace, so a user can fix them all in one go."""
 
@@ -206,3 +227,16 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
         log.warning("%s: arrival times are out of order; jobs were sorted by arrival", path)
         jobs = [jobs[i] for i in order]
     return jobs
+
+
+def require_gangs_fit(jobs: list[TraceJob], gpus: int, path: str | Path) -> None:
+    """Every gang fits on a cluster of `gpus` GPUs, or an error naming the first job that does not."""
+    too_big = [i for i, job in enumerate(jobs) if job.scale_factor > gpus]
+    if too_big:
+        first = too_big[0]
+        raise InputError(
+            f"job {first} needs a gang of {jobs[first].scale_factor} GPUs but the cluster has only {gpus}: a job that "
+            f"needs {jobs[first].scale_factor} GPUs can never run ({len(too_big)} such job(s))",
+            path=path,
+            field="scale_factor",
+        )

@@ -1,17 +1,20 @@
 """A small real training job per model family, on synthetic data, driven by a shockwave lease.
 
-    python -m shockwave.workloads.train --family ResNet-18
+    python -m shockwave.workloads.train --family ResNet-18 --mode accordion
 
 The batch size, step budget and checkpoint path come from the lease (`shockwave.job`). Data for global step s is
 drawn from a generator seeded with (seed, step, rank), so a job resumed from a checkpoint continues the very same
-stream, on any node. Gangs (`SHOCKWAVE_WORLD_SIZE` > 1) train data-parallel with torch.distributed over gloo, each
-member on batch_size / world_size samples. The checkpoint holds model, optimizer, step and batch size, plus the
-steps at which the job was (re)started and how often it completed, so a run can be audited afterwards.
+stream, on any node. Gangs (`SHOCKWAVE_WORLD_SIZE` > 1) train data-parallel over gloo, each member on
+batch_size / world_size samples. `--mode accordion|gns` lets the job pick its batch size from its own gradients
+(`adaptive`); it asks the scheduler at an epoch boundary and goes on at the new batch size, from its checkpoint,
+when restarted with it. The checkpoint holds model, optimizer, controller state, step, batch size and samples seen,
+plus the steps at which the job was (re)started and how often it completed, so a run can be audited afterwards.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import time
 from typing import Any
@@ -21,9 +24,10 @@ import torch.distributed as dist
 from torch import nn
 
 from shockwave import job
+from shockwave.workload.catalog import family as catalog_family
+from shockwave.workloads import adaptive
 
 BASE_LR = 0.01
-BASE_BATCH = 32
 VOCAB = 128
 SEQUENCE = 16
 LABELS = torch.randn(3 * 16 * 16, 10, generator=torch.Generator().manual_seed(1234))
@@ -89,17 +93,20 @@ class TinyRecommender(nn.Module):
         return self.mlp(torch.cat([self.users(x[:, 0]), self.items(x[:, 1])], dim=1)).squeeze(1)
 
 
+MODELS = {
+    "ResNet-18": lambda: TinyCNN(8),
+    "ResNet-50": lambda: TinyCNN(16),
+    "LM": TinyLM,
+    "Transformer": TinyTransformer,
+    "Recommendation": TinyRecommender,
+}
+WORKLOAD_FAMILIES = tuple(MODELS)
+
+
 def build(family: str) -> nn.Module:
-    models = {
-        "ResNet-18": lambda: TinyCNN(8),
-        "ResNet-50": lambda: TinyCNN(16),
-        "LM": TinyLM,
-        "Transformer": TinyTransformer,
-        "Recommendation": TinyRecommender,
-    }
-    if family not in models:
-        raise SystemExit(f"unknown family {family!r}; known: {', '.join(models)}")
-    return models[family]()
+    if family not in MODELS:
+        raise SystemExit(f"unknown family {family!r}; known: {', '.join(MODELS)}")
+    return MODELS[family]()
 
 
 def batch(family: str, size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, Any]:
@@ -115,7 +122,12 @@ def batch(family: str, size: int, generator: torch.Generator) -> tuple[torch.Ten
     return x[:, :-1], x[:, 1:], lambda out, y: loss(out.reshape(-1, VOCAB), y.reshape(-1))
 
 
-def train(family: str, seed: int) -> None:
+def learning_rate(family: str, batch_size: int) -> float:
+    """Linear scaling from the family's smallest template batch size."""
+    return BASE_LR * batch_size / catalog_family(family).template_batch_sizes[0]
+
+
+def train(family: str, seed: int, mode: str) -> None:
     lease = job.current()
     rank, world = lease.rank, lease.world_size
     torch.set_num_threads(1)
@@ -128,19 +140,31 @@ def train(family: str, seed: int) -> None:
             world_size=world,
         )
     model = build(family)
-    optimizer = torch.optim.SGD(model.parameters(), lr=BASE_LR * lease.batch_size / BASE_BATCH)
-    state: dict[str, Any] = {"step": 0, "starts": [], "completions": 0}
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.SGD(params, lr=learning_rate(family, lease.batch_size))
+    state: dict[str, Any] = {
+        "step": 0,
+        "starts": [],
+        "completions": 0,
+        "samples": 0,
+        "mode": mode,
+        "initial_batch_size": lease.batch_size,
+    }
+    start = 0
     if lease.checkpoint_path.exists():
         state = torch.load(lease.checkpoint_path, weights_only=False)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        for group in optimizer.param_groups:  # the learning rate follows the batch size (linear scaling)
-            group["lr"] = BASE_LR * lease.batch_size / BASE_BATCH
-    state["starts"].append(
-        {"step": state["step"], "batch_size": lease.batch_size, "pid": os.getpid(), "time": time.time()}
-    )
-    trained = nn.parallel.DistributedDataParallel(model) if world > 1 else model
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(family, lease.batch_size)
+        # At a new batch size the scheduler converted the step count (same epochs done); it says where to go on.
+        start = state["step"] if state["batch_size"] == lease.batch_size else lease.resume_step
+    ctl = adaptive.controller(mode, state["initial_batch_size"], catalog_family(family).max_batch_size)
+    if "controller" in state:
+        ctl.load_state_dict(state["controller"])
+    state["starts"].append({"step": start, "batch_size": lease.batch_size, "pid": os.getpid(), "time": time.time()})
     per_rank = max(1, lease.batch_size // world)
+    pieces = 2 if ctl.needs_small_gradients and world == 1 and per_rank > 1 else 1
 
     def agree(stop: bool) -> bool:
         flag = torch.tensor([1.0 if stop else 0.0])
@@ -153,6 +177,7 @@ def train(family: str, seed: int) -> None:
         state.update(
             model=model.state_dict(),
             optimizer=optimizer.state_dict(),
+            controller=ctl.state_dict(),
             step=step,
             batch_size=lease.batch_size,
             family=family,
@@ -162,27 +187,79 @@ def train(family: str, seed: int) -> None:
         os.replace(temporary, lease.checkpoint_path)
         lease.checkpointed(step)
 
-    for step in lease.steps(start=state["step"], agree=agree if world > 1 else None):
+    for step in lease.steps(start=start, agree=agree if world > 1 else None):
         generator = torch.Generator().manual_seed(hash((seed, step, rank)) % (2**63))
         x, y, loss_fn = batch(family, per_rank, generator)
-        optimizer.zero_grad()
-        loss_fn(trained(x), y).backward()
+        loss, stats = gradients(model, params, loss_fn, x, y, pieces, world)
+        if not math.isfinite(loss):
+            raise RuntimeError(f"{family}: the loss is {loss} at step {step} (batch size {lease.batch_size})")
         optimizer.step()
+        ctl.observe(stats)
+        state["samples"] += lease.batch_size
+        done = step + 1
+        if done % lease.epoch_steps == 0 and done < lease.total_steps:
+            wanted = ctl.epoch_end(lease.batch_size)
+            if wanted != lease.batch_size:
+                save(done)
+                lease.request_batch_size(wanted)
+                continue
         if lease.checkpoint_due():
-            save(step + 1)
+            save(done)
     if lease.done:
         state["completions"] += 1
     save(lease.step)
     if world > 1:
+        dist.barrier()  # nobody tears the group down while a peer still uses it (gloo aborts a member otherwise)
         dist.destroy_process_group()
+
+
+def gradients(
+    model: nn.Module,
+    params: list[nn.Parameter],
+    loss_fn: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    pieces: int,
+    world: int,
+) -> tuple[float, adaptive.StepGradients]:
+    """Set every parameter's gradient to the gang's average; measure per-piece norms on the way (for GNS).
+
+    Data parallelism is a flattened all-reduce of the local gradient: the local gradients (per worker, or per
+    micro-batch on one worker) are exactly the "small batch" gradients the noise-scale estimate needs.
+    """
+    local: list[torch.Tensor] = []
+    sizes: list[int] = []
+    loss_sum = 0.0
+    for part_x, part_y in zip(torch.tensor_split(x, pieces), torch.tensor_split(y, pieces), strict=True):
+        model.zero_grad(set_to_none=False)
+        loss = loss_fn(model(part_x), part_y)
+        loss.backward()
+        local.append(torch.cat([p.grad.reshape(-1) for p in params]))
+        sizes.append(len(part_x))
+        loss_sum += loss.item() * len(part_x)
+    samples = sum(sizes)
+    gradient = sum(g * (n / samples) for g, n in zip(local, sizes, strict=True))
+    small_sq = sum(float(g.pow(2).sum()) for g in local) / len(local)
+    packed = torch.cat([gradient, torch.tensor([small_sq, loss_sum / samples])])
+    if world > 1:
+        dist.all_reduce(packed)
+        packed /= world
+    gradient, small_sq, loss_value = packed[:-2], float(packed[-2]), float(packed[-1])
+    offset = 0
+    for p in params:
+        p.grad.copy_(gradient[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+    stats = adaptive.StepGradients(gradient, small_sq, samples / len(local), samples * world)
+    return loss_value, stats
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", required=True, help="ResNet-18, ResNet-50, LM, Transformer or Recommendation")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", default="static", choices=adaptive.MODES, help="how the job sizes its batches")
     args = parser.parse_args()
-    train(args.family, args.seed)
+    train(args.family, args.seed, args.mode)
 
 
 if __name__ == "__main__":
