@@ -6,8 +6,10 @@ from pathlib import Path
 
 from shockwave.workload.trace import catalog_job, write_trace
 
-# (model, batch size, gang, steps, arrival s): about 5-10 s of training each on a shared 2-core machine.
-JOBS = [
+Row = tuple[str, int, int, int, float]
+"""(model, batch size, gang, steps, arrival s)."""
+
+JOBS: list[Row] = [
     ("ResNet-18", 32, 1, 800, 0.0),
     ("LM", 20, 2, 800, 0.0),
     ("Recommendation", 2048, 1, 1500, 1.0),
@@ -17,8 +19,23 @@ JOBS = [
     ("ResNet-50", 32, 2, 250, 4.0),
     ("Recommendation", 1024, 1, 1500, 5.0),
 ]
+"""About 5-10 s of training each on a shared 2-core machine, all arriving in the first seconds."""
+
+PREEMPTING_JOBS: list[Row] = [
+    ("ResNet-18", 32, 1, 3000, 0.0),
+    ("LM", 20, 2, 2000, 0.0),
+    ("Recommendation", 2048, 1, 5000, 1.0),
+    ("ResNet-18", 64, 4, 300, 18.0),
+    ("Transformer", 32, 1, 400, 18.0),
+    ("LM", 10, 1, 1000, 19.0),
+    ("ResNet-50", 32, 2, 250, 20.0),
+    ("Recommendation", 1024, 1, 1500, 21.0),
+]
+"""Real jobs take 5-16 s (up to 30 s on a loaded machine) to start, so jobs as short as JOBS' can run to completion
+in one lease. Here three long jobs (about 25 s of training) fill the 4 GPUs and are training, with checkpoints, when
+five more arrive at 18-21 s: a fair policy must take GPUs from jobs with progress, which later resume from it."""
 
 
-def write_runtime_trace(path: Path) -> Path:
-    write_trace([catalog_job(m, bs, gang, steps, "static", arrival) for m, bs, gang, steps, arrival in JOBS], path)
+def write_runtime_trace(path: Path, jobs: list[Row] = JOBS) -> Path:
+    write_trace([catalog_job(m, bs, gang, steps, "static", arrival) for m, bs, gang, steps, arrival in jobs], path)
     return path

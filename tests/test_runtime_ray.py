@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import require_module
-from runtime_trace import JOBS, write_runtime_trace
+from runtime_trace import JOBS, PREEMPTING_JOBS, Row, write_runtime_trace
 from test_experiments import check_results
 
 pytestmark = pytest.mark.slow
@@ -55,18 +55,18 @@ def finish(process: subprocess.Popen, out: Path, timeout: float = 600) -> None:
     assert process.returncode == 0, (out / "scheduler.log").read_text()[-3000:]
 
 
-def audit(out: Path) -> dict[int, dict[str, Any]]:
+def audit(out: Path, jobs: list[Row]) -> dict[int, dict[str, Any]]:
     """Each job's final checkpoint: full step count, one completion, every resume from a checkpoint."""
     result = json.loads((out / "results.json").read_text())[0]
     check_results([result])
-    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == len(JOBS)
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == len(jobs)
     checkpoints = {}
     for job in result["jobs"]:
-        total = JOBS[job["id"]][3]
+        total = jobs[job["id"]][3]
         path = out / "checkpoints" / f"job-{job['id']}-step{total}.ckpt"
         state = torch.load(path, weights_only=False)
         assert state["step"] == total and state["completions"] == 1, (job["id"], state["step"])
-        assert state["batch_size"] == JOBS[job["id"]][1]
+        assert state["batch_size"] == jobs[job["id"]][1]
         assert all(start["step"] > 0 for start in state["starts"][1:])  # later leases resumed, never restarted at 0
         checkpoints[job["id"]] = state
     return checkpoints
@@ -92,10 +92,17 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_runtime_trace(tmp_path_factory.mktemp("trace") / "rt8.trace")
 
 
+@pytest.fixture(scope="module")
+def preempting_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_runtime_trace(tmp_path_factory.mktemp("trace") / "preempting.trace", PREEMPTING_JOBS)
+
+
 @pytest.mark.parametrize("policy", ["shockwave", "max_min_fairness"])
-def test_the_trace_runs_to_completion_with_preemptions_and_resumes(trace: Path, tmp_path: Path, policy: str) -> None:
-    finish(start_run(trace, tmp_path, policy), tmp_path)
-    checkpoints = audit(tmp_path)
+def test_the_trace_runs_to_completion_with_preemptions_and_resumes(
+    preempting_trace: Path, tmp_path: Path, policy: str
+) -> None:
+    finish(start_run(preempting_trace, tmp_path, policy), tmp_path)
+    checkpoints = audit(tmp_path, PREEMPTING_JOBS)
     result = json.loads((tmp_path / "results.json").read_text())[0]
     preemptions = {job["id"]: job["preemptions"] for job in result["jobs"]}
     assert sum(preemptions.values()) > 0
@@ -125,7 +132,7 @@ def test_a_scheduler_killed_with_sigkill_resumes_and_loses_no_job(trace: Path, t
     time.sleep(3)  # Ray tears the dead driver's actors (and their job processes) down
     with (tmp_path / "scheduler.log").open("a") as log:
         finish(subprocess.Popen(command(tmp_path, "--resume"), stdout=log, stderr=subprocess.STDOUT), tmp_path)
-    audit(tmp_path)
+    audit(tmp_path, JOBS)
     after = journal_records(tmp_path)
     assert {i: after[i]["finish_s"] for i in done_before} == done_before  # finished jobs were not run again
 
@@ -150,7 +157,7 @@ def test_a_killed_job_process_resumes_from_its_checkpoint(trace: Path, tmp_path:
     job_id, pid, checkpointed = victim
     os.kill(pid, signal.SIGKILL)
     finish(process, tmp_path)
-    checkpoints = audit(tmp_path)
+    checkpoints = audit(tmp_path, JOBS)
     result = json.loads((tmp_path / "results.json").read_text())[0]
     assert result["jobs"][job_id]["restarts"] >= 1
     assert any(start["step"] >= checkpointed for start in checkpoints[job_id]["starts"][1:])

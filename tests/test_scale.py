@@ -1,4 +1,6 @@
-"""Every policy completes the 900-job trace on 256 GPUs (spec §11; Shockwave with its 256-GPU configuration)."""
+"""Every policy completes the 900-job trace on 256 GPUs (spec §11). Shockwave's case, with its 256-GPU
+configuration, is a cell of the scale sweep (test_scale_sweep_locally_and_on_ray_gives_identical_results), which
+checks the same and would otherwise be computed twice."""
 
 from __future__ import annotations
 
@@ -7,20 +9,16 @@ import pytest
 from conftest import require_reference
 from shockwave.cluster import ClusterSpec
 from shockwave.policies.registry import POLICIES
-from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", sorted(POLICIES))
+@pytest.mark.parametrize("policy", sorted(set(POLICIES) - {"shockwave"}))
 def test_900_jobs_on_256_gpus_complete(policy: str) -> None:
     trace = require_reference("traces", "900_0.2_5_1000_5_15_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace")
     wisr = require_reference("throughputs", "wisr_throughputs.json")
-    config = None
-    if policy == "shockwave":
-        config = ShockwaveConfig.from_json(require_reference("configurations", "scale_256gpus.json"))
-    result, _ = simulate(trace, policy, ClusterSpec(256), preset("reference"), wisr, config)
+    result, _ = simulate(trace, policy, ClusterSpec(256), preset("reference"), wisr)
     assert len(result["jobs"]) == 900 and result["unfinished_jobs"] == []
     assert result["makespan_s"] >= result["makespan_lower_bound_s"]
     assert all(job["jct_s"] > 0 for job in result["jobs"])
