@@ -12,9 +12,11 @@ import pytest
 from runtime_trace import write_runtime_trace
 from shockwave import job as client
 from shockwave.errors import InputError
+from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import GangStatus, Launch
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
+from shockwave.runtime.memory import Memory
 from shockwave.runtime.run import RunRequest, run
 
 RATE = 400.0  # fake steps per second: time-scaled by 4, the trace needs 5 GPU-seconds, arriving over 1.25 s
@@ -192,6 +194,45 @@ def test_resume_from_the_journal_redoes_no_finished_job(trace: Path, tmp_path: P
         assert int(launch.checkpoint or b"0") == before[job_id].steps
     after = Journal(tmp_path / "journal.sqlite").jobs()
     assert all(after[i].finish_s == before[i].finish_s for i in finished)
+
+
+def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path) -> None:
+    """Shockwave's forecasts and finish-time targets, and the rounds so far, survive two scheduler deaths."""
+    journal = tmp_path / "journal.sqlite"
+
+    def memory() -> Memory:
+        learnt = Memory.loads(Journal(journal).memory(), "shockwave")
+        assert learnt is not None
+        return learnt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(request(trace, tmp_path, policy="shockwave"), lambda req: DyingScheduler(4, 2))
+    first = memory()
+    with pytest.raises(KeyboardInterrupt):
+        run(request(trace, tmp_path, resume=True), lambda req: DyingScheduler(4, 2))
+    second = memory()
+    assert isinstance(first.policy, ShockwavePolicy) and isinstance(second.policy, ShockwavePolicy)
+    carried = first.policy.forecasts.keys() & second.policy.forecasts.keys()
+    assert carried  # jobs admitted before the first death, still running after the second
+    for job_id in carried:  # not re-admitted as newly arrived at the resume
+        assert second.policy.forecasts[job_id].submit_s == first.policy.forecasts[job_id].submit_s
+        assert (
+            second.policy.targets.series[job_id][: len(first.policy.targets.series[job_id])]
+            == (first.policy.targets.series[job_id])
+        )
+    assert second.policy.stats.solves > first.policy.stats.solves
+    assert second.rounds[: len(first.rounds)] == first.rounds
+    result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
+    assert result["unfinished_jobs"] == [] and len(result["timeline"]) == result["num_rounds"]
+
+
+def test_an_unreadable_memory_resumes_with_a_fresh_policy(trace: Path, tmp_path: Path) -> None:
+    with pytest.raises(KeyboardInterrupt):
+        run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3))
+    with Journal(tmp_path / "journal.sqlite").db as db:
+        db.execute("UPDATE memory SET data = ?", (b"not a pickle",))
+    result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
 
 
 def test_journal_misuse_is_an_input_error(trace: Path, tmp_path: Path) -> None:

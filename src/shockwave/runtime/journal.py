@@ -2,7 +2,8 @@
 
 A scheduler killed at any point (kill -9 included) finds, on `--resume`, the state of the last completed round:
 which jobs finished (and when), how far each other job got by its last checkpoint, where that checkpoint is, its
-batch size, restarts and preemptions. Checkpoints themselves are files next to the journal.
+batch size, restarts and preemptions, and the scheduler's memory (`shockwave.runtime.memory`: what the policy has
+learnt). Checkpoints themselves are files next to the journal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from shockwave.errors import InputError
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory (id INTEGER PRIMARY KEY CHECK (id = 0), data BLOB NOT NULL);
 """
 
 
@@ -69,8 +71,13 @@ class Journal:
             row_id: JobRecord(**json.loads(text)) for row_id, text in self.db.execute("SELECT id, record FROM jobs")
         }
 
-    def save(self, settings: dict[str, Any], jobs: list[JobRecord]) -> None:
+    def memory(self) -> bytes | None:
+        row = self.db.execute("SELECT data FROM memory WHERE id = 0").fetchone()
+        return None if row is None else bytes(row[0])
+
+    def save(self, settings: dict[str, Any], jobs: list[JobRecord], memory: bytes) -> None:
         with self.db:
+            self.db.execute("INSERT OR REPLACE INTO memory VALUES (0, ?)", (memory,))
             self.db.executemany(
                 "INSERT OR REPLACE INTO settings VALUES (?, ?)", [(k, json.dumps(v)) for k, v in settings.items()]
             )

@@ -27,6 +27,7 @@ from shockwave.errors import InputError, require_extra
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import JobRecord, Journal
+from shockwave.runtime.memory import Memory
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
 from shockwave.workload.profile import build_profile, load_workload, schedule_from_switches
 from shockwave.workload.summary import makespan_lower_bound
@@ -166,7 +167,9 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
     write_trace(jobs, request.out / "trace.scaled.trace")
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
-    policy = make_policy(name, min_realloc_interval_s=interval, shockwave_config=config)
+    memory = Memory.loads(journal.memory(), name) if request.resume else None
+    if memory is None:
+        memory = Memory(make_policy(name, min_realloc_interval_s=interval, shockwave_config=config), {}, [])
     if backend is None:
         require_extra("ray", "cluster", "shockwave run")
         from shockwave.runtime.ray_backend import RayBackend
@@ -186,12 +189,14 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
         [build_profile(job, tm) for job in jobs],
         tm,
         ClusterSpec(request.gpus),
-        policy,
+        memory.policy,
         cluster_backend,
         journal,
         settings,
         {**journal.settings(), **_settings_of(request)},
         journal.jobs(),
+        memory.rounds,
+        memory.jobs,
     )
     try:
         scheduler.run()

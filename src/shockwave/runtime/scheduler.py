@@ -27,6 +27,7 @@ from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.runtime.backend import Backend, GangStatus, Launch
 from shockwave.runtime.journal import JobRecord, Journal
+from shockwave.runtime.memory import Memory, RoundLog
 from shockwave.workload.profile import JobProfile
 from shockwave.workload.throughput import ThroughputModel
 from shockwave.workload.trace import TraceJob
@@ -66,13 +67,6 @@ class _Running:
 
 
 @dataclass
-class RoundLog:
-    time_s: float
-    running_jobs: int
-    busy_gpus: int
-
-
-@dataclass
 class RuntimeScheduler:
     jobs: list[TraceJob]
     profiles: list[JobProfile]
@@ -86,6 +80,8 @@ class RuntimeScheduler:
     """Everything needed to resume (journaled with every round)."""
     records: dict[int, JobRecord] = field(default_factory=dict)
     rounds: list[RoundLog] = field(default_factory=list)
+    admitted: dict[int, JobState] = field(default_factory=dict)
+    """Jobs the policy already knows (a resumed run's memory): taken back to their journaled checkpoints."""
 
     def __post_init__(self) -> None:
         self.start_wall: float = self.run_settings.setdefault("start_wall", time.time())
@@ -96,6 +92,15 @@ class RuntimeScheduler:
             cluster=self.cluster,
             jobs={},
         )
+        for job_id, state in self.admitted.items():
+            record = self.records[job_id]
+            if record.status == "active":
+                state.steps_done, state.total_steps, state.batch_size = (
+                    record.steps,
+                    record.total_steps,
+                    record.batch_size,
+                )
+                self.view.jobs[job_id] = state
         self.running: dict[int, _Running] = {}
         self.superseded: list[Path] = []
         for index, spec in enumerate(self.jobs):
@@ -251,7 +256,7 @@ class RuntimeScheduler:
             record = self.records[job_id]
             settled = record.status in ("done", "failed")
             if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
-                continue  # a resumed run re-admits its active jobs here, at their last checkpoint
+                continue  # a resumed run without a readable memory re-admits its active jobs here
             throughput = record.rates.get(str(record.batch_size)) or self.throughputs.throughput(
                 spec.model, record.batch_size, spec.scale_factor
             )
@@ -350,7 +355,8 @@ class RuntimeScheduler:
         """Journal the state; only then delete the checkpoints it no longer names (the journal and the files on
         disk always agree, whenever the scheduler dies)."""
         self.run_settings["rounds"] = self.view.round_index
-        self.journal.save(self.run_settings, list(self.records.values()))
+        memory = Memory(self.policy, self.view.jobs, self.rounds)
+        self.journal.save(self.run_settings, list(self.records.values()), memory.dumps())
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()
