@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -17,7 +19,7 @@ from shockwave.runtime.backend import GangStatus, Launch
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
 from shockwave.runtime.memory import Memory
-from shockwave.runtime.run import RunRequest, run
+from shockwave.runtime.run import RunRequest, replay_arguments, run
 
 RATE = 400.0  # fake steps per second: time-scaled by 4, the trace needs 5 GPU-seconds, arriving over 1.25 s
 
@@ -233,6 +235,23 @@ def test_an_unreadable_memory_resumes_with_a_fresh_policy(trace: Path, tmp_path:
         db.execute("UPDATE memory SET data = ?", (b"not a pickle",))
     result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
+
+
+def test_a_replay_takes_the_rounds_as_long_as_they_really_were(trace: Path, tmp_path: Path) -> None:
+    """Preempted jobs take 50 ms to leave, and a round's clock starts once they have: the replay's rounds say so."""
+    backend = FakeBackend(4, steps_per_s=RATE, exit_s=0.05)
+    result = run(request(trace, tmp_path, realloc_seconds=0.2), lambda req: backend)
+    decisions = [row[0] for row in result["timeline"]]
+    period = (decisions[-1] - decisions[0]) / (len(decisions) - 1)
+    assert period > 0.1
+    args = replay_arguments(tmp_path, result)
+    assert float(args[args.index("--round-seconds") + 1]) == pytest.approx(period, abs=1e-3)
+    assert float(args[args.index("--realloc-seconds") + 1]) == pytest.approx(2 * period, abs=2e-3)
+    replayed = subprocess.run(
+        [sys.executable, "-m", "shockwave", "simulate", *args, "--json"], capture_output=True, text=True, check=False
+    )
+    assert replayed.returncode == 0, replayed.stderr
+    assert len(json.loads(replayed.stdout)["jobs"]) == 8
 
 
 def test_journal_misuse_is_an_input_error(trace: Path, tmp_path: Path) -> None:

@@ -80,10 +80,18 @@ def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
 
 def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     """`shockwave simulate` arguments that replay a finished run: its scaled trace, measured rates, the batch sizes
-    its jobs really used, its round and reallocation lengths, and its measured start-up per lease (by gang size) as
-    the restart cost."""
-    round_s = result["round_seconds"]
-    realloc = result.get("realloc_seconds") or round_s
+    its jobs really used, its rounds as long as they really were, and its measured start-up per lease (by gang size)
+    as the restart cost.
+
+    A real round lasts `round_seconds` plus the time its preempted jobs took to leave (the round's clock starts once
+    their GPUs are free), and kept jobs train all along; a started job loses its start-up, which is measured from the
+    round's decision. So the simulator's round is the run's mean round and its restart cost that start-up: with the
+    configured length instead, a restart cost close to it leaves gangs that alternate (max-min fairness on two
+    4-GPU jobs) almost no progress, a livelock the real run did not have."""
+    configured = result["round_seconds"]
+    decisions = [row[0] for row in result.get("timeline", [])]
+    round_s = (decisions[-1] - decisions[0]) / (len(decisions) - 1) if len(decisions) > 1 else configured
+    realloc = (result.get("realloc_seconds") or configured) * round_s / configured
     gangs = [job.scale_factor for job in read_trace(out / "trace.scaled.trace")]
     startups: dict[int, list[float]] = {}
     for job in result["jobs"]:
@@ -93,7 +101,7 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     return [
         *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
         *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", result["policy"], "--gpus", str(result["gpus"])),
-        *("--round-seconds", str(round_s), "--realloc-seconds", str(realloc), "--mechanics", "corrected"),
+        *("--round-seconds", f"{round_s:.3f}", "--realloc-seconds", f"{realloc:.3f}", "--mechanics", "corrected"),
         *("--restart-seconds", f"{restart:.2f}", *(("--restart-seconds-by-gang", by_gang) if by_gang else ())),
     ]
 
