@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +22,13 @@ def require_reference(*parts: str) -> Path:
             pytest.fail(message)
         pytest.skip(message, allow_module_level=True)
     return path
+
+
+def shockwave(*args: str | Path | int, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, in a process of its own."""
+    return subprocess.run(
+        [sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True, cwd=cwd, check=False
+    )
 
 
 def require_module(name: str, install: str) -> None:

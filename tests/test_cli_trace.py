@@ -3,17 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-from conftest import CANONICAL_TRACE
-
-
-def shockwave(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True, cwd=cwd, check=False
-    )
+from conftest import CANONICAL_TRACE, shockwave
 
 
 def test_version_and_help() -> None:

@@ -18,7 +18,7 @@ import matplotlib.image
 import pytest
 from rich.console import Console
 
-from conftest import require_reference
+from conftest import require_reference, shockwave
 from shockwave.experiments import sweep as sweep_module
 from shockwave.experiments.cell import without_timing
 from shockwave.experiments.sweep import run_sweep
@@ -26,7 +26,6 @@ from shockwave.experiments.sweep_spec import Case, SweepSpec
 from shockwave.workload.generator import GeneratorParams, generate
 from shockwave.workload.throughput import load_throughputs
 from shockwave.workload.trace import write_trace
-from test_cli_trace import shockwave
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads(resources.files("shockwave").joinpath("schemas/result.schema.json").read_text())

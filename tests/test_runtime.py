@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from conftest import shockwave
 from runtime_trace import write_runtime_trace
 from shockwave import job as client
 from shockwave.errors import InputError
@@ -247,9 +246,7 @@ def test_a_replay_takes_the_rounds_as_long_as_they_really_were(trace: Path, tmp_
     args = replay_arguments(tmp_path, result)
     assert float(args[args.index("--round-seconds") + 1]) == pytest.approx(period, abs=1e-3)
     assert float(args[args.index("--realloc-seconds") + 1]) == pytest.approx(2 * period, abs=2e-3)
-    replayed = subprocess.run(
-        [sys.executable, "-m", "shockwave", "simulate", *args, "--json"], capture_output=True, text=True, check=False
-    )
+    replayed = shockwave("simulate", *args, "--json")
     assert replayed.returncode == 0, replayed.stderr
     assert len(json.loads(replayed.stdout)["jobs"]) == 8
 

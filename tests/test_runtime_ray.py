@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_module
+from conftest import require_module, shockwave
 from runtime_trace import JOBS, PREEMPTING_JOBS, Row, write_runtime_trace
 from test_experiments import check_results
 
@@ -114,9 +114,7 @@ def test_the_trace_runs_to_completion_with_preemptions_and_resumes(
     starts = {i: [start["step"] for start in state["starts"]] for i, state in checkpoints.items()}
     assert resumed, f"no job was preempted after a checkpoint and resumed: preemptions {preemptions}, starts {starts}"
     assert all(job["measured_throughput"] > 0 for job in result["jobs"])
-    report = subprocess.run(
-        [sys.executable, "-m", "shockwave", "report", str(tmp_path)], capture_output=True, text=True, check=False
-    )
+    report = shockwave("report", tmp_path)
     assert report.returncode == 0, report.stderr
 
 
@@ -256,12 +254,7 @@ def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulat
         # The same epochs, so (up to rounding the last epoch) the same samples as at the initial batch size.
         assert abs(state["samples"] - spec.total_steps * spec.batch_size) <= final_bs * spec.scale_factor * 2
     assert result["jobs"][2]["batch_size_switches"] == []
-    replayed = subprocess.run(
-        [sys.executable, "-m", "shockwave", "simulate", *replay_arguments(out, result), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    replayed = shockwave("simulate", *replay_arguments(out, result), "--json")
     assert replayed.returncode == 0, replayed.stderr
     simulated = json.loads(replayed.stdout)
     # A round-based simulator switches at round boundaries: a switch just before a job's end may never happen there.

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_reference
+from conftest import require_reference, shockwave
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -18,7 +18,6 @@ from shockwave.simulator.run import simulate
 from shockwave.workload.generator import GeneratorParams, generate
 from shockwave.workload.throughput import load_throughputs
 from shockwave.workload.trace import write_trace
-from test_cli_trace import shockwave
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import shockwave
 from shockwave.cluster import ClusterSpec
 from shockwave.core.placement import place
 from shockwave.errors import InputError
@@ -112,12 +111,6 @@ def test_bad_input(tmp_path: Path, build, words: str) -> None:  # type: ignore[n
     path = trace_file(tmp_path, job("LM", 20, 1000, 0, sf=2))
     with pytest.raises(InputError, match=words):
         build(path)
-
-
-def shockwave(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True, check=False
-    )
 
 
 def test_simulate_json_contract_and_out_dir(tmp_path: Path) -> None:
@@ -226,9 +219,5 @@ def test_a_replayed_start_up_depends_on_the_gang_and_can_outlast_a_round(tmp_pat
 
 def test_simulate_reads_restart_costs_per_gang(tmp_path: Path) -> None:
     trace = trace_file(tmp_path, job("ResNet-18", 32, 1563, 0.0))
-    bad = subprocess.run(
-        [sys.executable, "-m", "shockwave", "simulate", "--trace", str(trace), "--gpus", "1", "--policy", "fifo",
-         "--restart-seconds-by-gang", "1=5"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    bad = shockwave("simulate", "--trace", trace, "--gpus", 1, "--policy", "fifo", "--restart-seconds-by-gang", "1=5")
     assert bad.returncode == 2 and "GANG:SECONDS pairs, got '1=5'" in bad.stderr

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import require_module
+from conftest import require_module, shockwave
 
 require_module("torch", "the workloads train real PyTorch models: pip install torch==2.13.0")
 
@@ -122,12 +121,6 @@ def test_a_job_whose_loss_diverges_fails_loudly(tmp_path: Path) -> None:
 
 
 # -- profile-workloads -------------------------------------------------------------------------------------------
-def shockwave(*args: str | Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "shockwave", *map(str, args)], capture_output=True, text=True, check=False
-    )
-
-
 def test_profile_workloads_writes_a_table_that_drives_a_simulation(tmp_path: Path) -> None:
     table = tmp_path / "here.json"
     done = shockwave(

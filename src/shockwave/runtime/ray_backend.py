@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import os
 import shutil
@@ -76,11 +77,16 @@ class GangMember:
 
     def set_deadline(self, deadline: float) -> None:
         terms = lease_files.Terms.read(self.folder)
-        lease_files.Terms(**{**terms.__dict__, "deadline": deadline}).write(self.folder)
+        dataclasses.replace(terms, deadline=deadline).write(self.folder)
 
     def status(self) -> dict[str, Any]:
         code = self.process.poll() if self.process is not None else None
-        return {"returncode": code, "progress": lease_files.read_progress(self.folder), "log": self._tail()}
+        failed = code not in (None, 0)  # the output is only read to explain a failure: status is polled often
+        return {
+            "returncode": code,
+            "progress": lease_files.read_progress(self.folder),
+            "log": self._tail() if failed else "",
+        }
 
     def checkpoint(self, newer_than: int) -> tuple[int, bytes] | None:
         progress = lease_files.read_progress(self.folder) or {}
@@ -95,9 +101,11 @@ class GangMember:
             self.process.kill()
             self.process.wait()
 
-    def _tail(self) -> str:
+    def _tail(self, size: int = 2000) -> str:
         try:
-            return self.log_path.read_text(errors="replace")[-2000:]
+            with self.log_path.open("rb") as log:
+                log.seek(max(0, log.seek(0, os.SEEK_END) - size))
+                return log.read().decode(errors="replace")
         except OSError:
             return ""
 

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
@@ -96,7 +97,7 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     startups: dict[int, list[float]] = {}
     for job in result["jobs"]:
         startups.setdefault(gangs[job["id"]], []).extend(job.get("startup_s", []))
-    by_gang = ",".join(f"{gang}:{_mean(s) or 0.0:.2f}" for gang, s in sorted(startups.items()) if s)
+    by_gang = ",".join(f"{gang}:{fmean(s):.2f}" for gang, s in sorted(startups.items()) if s)
     restart = result.get("restart_overhead_s") or 0.0
     return [
         *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
@@ -112,11 +113,7 @@ def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> dict
     for job_id, record in records.items():
         for bs, rate in record.rates.items():
             measured.setdefault((jobs[job_id].model, int(bs), jobs[job_id].scale_factor), []).append(rate)
-    return {key: sum(values) / len(values) for key, values in measured.items()}
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    return {key: fmean(values) for key, values in measured.items()}
 
 
 class _Measured:
@@ -261,6 +258,7 @@ def _result(
             startup_s=record.startups,
         )
     failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
+    startups = [t for r in records.values() for t in r.startups]
     return {
         "policy": policy,
         "trace": str(request.trace),
@@ -274,7 +272,7 @@ def _result(
         "unfinished_jobs": sorted(failed),
         "failed_jobs": {str(k): v for k, v in failed.items()},
         "wall_seconds": scheduler.elapsed(),
-        "restart_overhead_s": _mean([t for r in records.values() for t in r.startups]),
+        "restart_overhead_s": fmean(startups) if startups else None,
         **scheduler.policy.summary(),
         "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in scheduler.rounds],
     }

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -80,10 +80,10 @@ class RuntimeScheduler:
     """Everything needed to resume (journaled with every round)."""
     records: dict[int, JobRecord] = field(default_factory=dict)
     rounds: list[RoundLog] = field(default_factory=list)
-    admitted: dict[int, JobState] = field(default_factory=dict)
+    admitted: InitVar[dict[int, JobState] | None] = None
     """Jobs the policy already knows (a resumed run's memory): taken back to their journaled checkpoints."""
 
-    def __post_init__(self) -> None:
+    def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
         self.start_wall: float = self.run_settings.setdefault("start_wall", time.time())
         self.view = SchedulerView(
             now=0.0,
@@ -92,15 +92,6 @@ class RuntimeScheduler:
             cluster=self.cluster,
             jobs={},
         )
-        for job_id, state in self.admitted.items():
-            record = self.records[job_id]
-            if record.status == "active":
-                state.steps_done, state.total_steps, state.batch_size = (
-                    record.steps,
-                    record.total_steps,
-                    record.batch_size,
-                )
-                self.view.jobs[job_id] = state
         self.running: dict[int, _Running] = {}
         self.superseded: list[Path] = []
         for index, spec in enumerate(self.jobs):
@@ -108,6 +99,9 @@ class RuntimeScheduler:
                 index, JobRecord(id=index, total_steps=spec.total_steps, batch_size=spec.batch_size)
             )
         self.settings.checkpoints.mkdir(parents=True, exist_ok=True)
+        for job_id, state in (admitted or {}).items():
+            if self.records[job_id].status == "active":
+                self.view.jobs[job_id] = _at_checkpoint(state, self.records[job_id])
 
     # -- the clock --------------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -260,12 +254,7 @@ class RuntimeScheduler:
             throughput = record.rates.get(str(record.batch_size)) or self.throughputs.throughput(
                 spec.model, record.batch_size, spec.scale_factor
             )
-            state = JobState.admit(job_id, spec, self.profiles[job_id], throughput)
-            state.batch_size, state.total_steps, state.steps_done = (
-                record.batch_size,
-                record.total_steps,
-                record.steps,
-            )
+            state = _at_checkpoint(JobState.admit(job_id, spec, self.profiles[job_id], throughput), record)
             state.batch_size_changes = len(record.switches)
             record.status = "active"
             self.view.jobs[job_id] = state
@@ -360,3 +349,9 @@ class RuntimeScheduler:
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()
+
+
+def _at_checkpoint(state: JobState, record: JobRecord) -> JobState:
+    """The job as its journaled checkpoint left it: whatever it did after that is lost."""
+    state.batch_size, state.total_steps, state.steps_done = record.batch_size, record.total_steps, record.steps
+    return state
