@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench fidelity lint clean
+.PHONY: demo test bench fidelity readme-tables lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -13,9 +13,9 @@ $(BIN)/python:
 # torch is pinned first so pip takes the CPU build this machine provides; an unpinned torch pulls GBs of CUDA.
 TORCH ?= 2.13.0
 
-$(STAMP): pyproject.toml Makefile | $(BIN)/python
+$(STAMP): pyproject.toml constraints.txt Makefile | $(BIN)/python
 	$(BIN)/python -m pip install --quiet "torch==$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,cluster,workloads]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,cluster,workloads]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -29,6 +29,10 @@ bench: $(STAMP)
 
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py
+
+# README's results table, regenerated from the simulations themselves (tests check its 120-job rows).
+readme-tables: $(STAMP)
+	$(BIN)/python benchmarks/readme_tables.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

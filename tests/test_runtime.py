@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -13,12 +14,15 @@ from conftest import shockwave
 from runtime_trace import write_runtime_trace
 from shockwave import job as client
 from shockwave.errors import InputError
+from shockwave.policies.registry import make_policy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import GangStatus, Launch
+from shockwave.runtime.clock import Clock, VirtualClock
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
 from shockwave.runtime.memory import Memory
 from shockwave.runtime.run import RunRequest, replay_arguments, run
+from shockwave.workload.profile import load_workload
 
 RATE = 400.0  # fake steps per second: time-scaled by 4, the trace needs 5 GPU-seconds, arriving over 1.25 s
 
@@ -57,6 +61,17 @@ def test_every_job_completes_once_with_its_full_step_count(trace: Path, tmp_path
     assert (tmp_path / "trace.scaled.trace").exists() and (tmp_path / "measured_throughputs.json").exists()
 
 
+def test_a_fake_run_does_not_depend_on_how_busy_the_machine_is(trace: Path, tmp_path: Path) -> None:
+    """On the virtual clock time moves only while the scheduler waits, never while it computes: two runs, however
+    slow the machine, make the same decisions at the same (virtual) times."""
+    first, second = (
+        run(request(trace, tmp_path / name), lambda req: FakeBackend(req.gpus, steps_per_s=RATE))
+        for name in ("first", "second")
+    )
+    assert first["timeline"] == second["timeline"] and first["jobs"] == second["jobs"]
+    assert first["wall_seconds"] == second["wall_seconds"]
+
+
 def test_slow_checkpoints_of_preempted_jobs_never_let_kept_leases_lapse(trace: Path, tmp_path: Path) -> None:
     """Preempted jobs take longer to checkpoint and exit than a lease outlives its round: the jobs kept running must
     still never stop on their own (every launch after the first is a preemption or a crash, not a lapsed lease), and
@@ -92,17 +107,17 @@ class SwitchingBackend(FakeBackend):
     def __init__(self, gpus: int, victim: int, at: int, to: int) -> None:
         super().__init__(gpus, steps_per_s=RATE)
         self.victim, self.at, self.to, self.asked = victim, at, to, False
-        self.leases: list[float] = []
-        """Deadlines the victim was granted: at launch and at each extension."""
+        self.leases: list[tuple[str, float]] = []
+        """Deadlines the victim was granted, in order: ("start", d) at a launch, ("extend", d) at an extension."""
 
     def start(self, launch: Launch) -> bool:
         if launch.job_id == self.victim:
-            self.leases.append(launch.deadline)
+            self.leases.append(("start", launch.deadline))
         return super().start(launch)
 
     def extend(self, job_id: int, deadline: float) -> None:
         if job_id == self.victim:
-            self.leases.append(deadline)
+            self.leases.append(("extend", deadline))
         super().extend(job_id, deadline)
 
     def status(self, job_id: int) -> GangStatus:
@@ -130,7 +145,8 @@ def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: 
     expected.steps_done = 100
     rescale_to_batch_size(expected, 40, round_up_progress=False)
     assert (first.batch_size, second.batch_size) == (10, 40)
-    assert switching.leases.count(second.deadline) == 2  # the rest of the lease it held, not a new round's lease
+    relaunch = [i for i, (kind, _) in enumerate(switching.leases) if kind == "start"][1]
+    assert switching.leases[relaunch - 1] == ("extend", second.deadline)  # the rest of the lease it held
     assert second.resume_step == expected.steps_done and second.total_steps == expected.total_steps
     assert second.epoch_steps == family("LM").iterations_per_epoch(40) and second.checkpoint == b"100"
     job = result["jobs"][5]
@@ -162,12 +178,12 @@ def test_a_job_that_keeps_crashing_is_given_up_with_its_reason(trace: Path, tmp_
 class DyingScheduler(FakeBackend):
     """The scheduler "dies" (an exception out of the backend) at the first start after `jobs` jobs completed."""
 
-    def __init__(self, gpus: int, jobs: int) -> None:
-        super().__init__(gpus, steps_per_s=RATE)
+    def __init__(self, gpus: int, jobs: int, clock: Clock) -> None:
+        super().__init__(gpus, steps_per_s=RATE, clock=clock)
         self.until, self.completed = jobs, 0
 
     def release(self, job_id: int) -> None:
-        if self.gangs[job_id].launch.total_steps <= self._step(self.gangs[job_id], time.time()):
+        if self.gangs[job_id].launch.total_steps <= self._step(self.gangs[job_id], self.clock.now()):
             self.completed += 1
         super().release(job_id)
 
@@ -178,12 +194,13 @@ class DyingScheduler(FakeBackend):
 
 
 def test_resume_from_the_journal_redoes_no_finished_job(trace: Path, tmp_path: Path) -> None:
+    clock = VirtualClock()  # one world: the resumed run goes on where the killed one's time stopped
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3))
+        run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3, clock))
     before = Journal(tmp_path / "journal.sqlite").jobs()
     finished = {i for i, r in before.items() if r.status == "done"}
     assert 3 <= len(finished) < 8
-    resumed = FakeBackend(4, steps_per_s=RATE)
+    resumed = FakeBackend(4, steps_per_s=RATE, clock=clock)
     result = run(request(trace, tmp_path, resume=True, policy="ignored", gpus=99), lambda req: resumed)
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
     assert result["policy"] == "max_min_fairness" and result["gpus"] == 4  # the journal's run, not the flags
@@ -202,15 +219,15 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
     journal = tmp_path / "journal.sqlite"
 
     def memory() -> Memory:
-        learnt = Memory.loads(Journal(journal).memory(), "shockwave")
-        assert learnt is not None
-        return learnt
+        _, jobs, profiles = load_workload(tmp_path / "trace.scaled.trace", None)
+        return Memory.loads(Journal(journal).memory(), make_policy("shockwave"), jobs, profiles, journal)
 
+    clock = VirtualClock()
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, tmp_path, policy="shockwave"), lambda req: DyingScheduler(4, 2))
+        run(request(trace, tmp_path, policy="shockwave"), lambda req: DyingScheduler(4, 2, clock))
     first = memory()
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, tmp_path, resume=True), lambda req: DyingScheduler(4, 2))
+        run(request(trace, tmp_path, resume=True), lambda req: DyingScheduler(4, 2, clock))
     second = memory()
     assert isinstance(first.policy, ShockwavePolicy) and isinstance(second.policy, ShockwavePolicy)
     carried = first.policy.forecasts.keys() & second.policy.forecasts.keys()
@@ -223,17 +240,18 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
         )
     assert second.policy.stats.solves > first.policy.stats.solves
     assert second.rounds[: len(first.rounds)] == first.rounds
-    result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
+    result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE, clock=clock))
     assert result["unfinished_jobs"] == [] and len(result["timeline"]) == result["num_rounds"]
 
 
-def test_an_unreadable_memory_resumes_with_a_fresh_policy(trace: Path, tmp_path: Path) -> None:
+def test_an_unreadable_memory_is_refused_naming_the_journal(trace: Path, tmp_path: Path) -> None:
+    """Not a fresh policy: that would silently forget whom the run owes (see tests/test_state_dict.py)."""
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3))
+        run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3, VirtualClock()))
     with Journal(tmp_path / "journal.sqlite").db as db:
         db.execute("UPDATE memory SET data = ?", (b"not a pickle",))
-    result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
-    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
+    with pytest.raises(InputError, match=r"journal\.sqlite: cannot resume: .* memory is binary, not JSON"):
+        run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
 
 
 def test_a_replay_takes_the_rounds_as_long_as_they_really_were(trace: Path, tmp_path: Path) -> None:
@@ -293,8 +311,9 @@ def test_steps_end_at_the_budget_or_deadline_and_see_extensions(tmp_path: Path) 
     for step in lease.steps():
         seen.append(step)
         if step == 1:  # the runtime extends the lease while the job runs
-            time.sleep(0.01)
+            before = (tmp_path / client.LEASE_FILE).stat().st_mtime_ns
             lease_folder(tmp_path, max_steps=4)
+            os.utime(tmp_path / client.LEASE_FILE, ns=(before + 1, before + 1))  # a new mtime, however coarse
     assert seen == [0, 1, 2, 3]
 
 

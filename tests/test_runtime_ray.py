@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from conftest import require_module, shockwave
+from processes import alive, cmdline, descendants, is_loopback, listening, wait_until
 from runtime_trace import JOBS, PREEMPTING_JOBS, Row, write_runtime_trace
 from test_experiments import check_results
 
@@ -126,12 +127,14 @@ def test_a_scheduler_killed_with_sigkill_resumes_and_loses_no_job(kill_trace: Pa
         if sum(r["status"] == "done" for r in records.values()) >= 2:
             break
         time.sleep(0.5)
+    left = descendants(process.pid)  # its Ray instance, the reaper, job processes
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=30)
     before = journal_records(tmp_path)
     done_before = {i: r["finish_s"] for i, r in before.items() if r["status"] == "done"}
     assert 2 <= len(done_before) < len(KILL_JOBS)
-    time.sleep(3)  # Ray tears the dead driver's actors (and their job processes) down
+    survivors = lambda: [pid for pid in left if alive(pid)]  # noqa: E731
+    assert wait_until(lambda: not survivors(), timeout=30), [cmdline(pid) for pid in survivors()]
     with (tmp_path / "scheduler.log").open("a") as log:
         finish(subprocess.Popen(command(tmp_path, "--resume"), stdout=log, stderr=subprocess.STDOUT), tmp_path)
     audit(tmp_path, KILL_JOBS)
@@ -209,6 +212,26 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_local_instance_listens_on_loopback_only_and_leaves_nothing_behind() -> None:
+    """Without --address, Ray's GCS, raylet, agents, workers and the driver accept connections from this machine
+    only; once the backend is closed, none of its processes is left."""
+    from shockwave.runtime.backend import Launch
+    from shockwave.runtime.ray_backend import RayBackend
+
+    me = os.getpid()
+    backend = RayBackend(2, None)
+    try:
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        assert backend.start(Launch(1, 2, sleeper, time.time() + 60, 10, 32, None))  # two actors, a job process each
+        sockets = [(pid, cmdline(pid)[:80], address, port) for pid, address, port in listening({me, *descendants(me)})]
+    finally:
+        backend.close()
+    assert len({pid for pid, *_ in sockets}) >= 5, sockets  # at least GCS, raylet, driver, two actors' workers
+    assert all(is_loopback(address) for *_, address, _ in sockets), sockets
+    survivors = lambda: [pid for pid in descendants(me) if alive(pid)]  # noqa: E731
+    assert wait_until(lambda: not survivors(), timeout=30), [cmdline(pid) for pid in survivors()]
 
 
 def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulation(tmp_path: Path) -> None:

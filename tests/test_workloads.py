@@ -80,6 +80,7 @@ def lease_terms(model: str, bs: int, total: int, resume: int = 0) -> job.Terms:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("model", "bs", "mode", "gang", "epochs"),
     [("Transformer", 32, "accordion", 1, 3), ("Transformer", 16, "gns", 1, 2), ("Transformer", 16, "gns", 2, 2)],
@@ -121,6 +122,7 @@ def test_a_job_whose_loss_diverges_fails_loudly(tmp_path: Path) -> None:
 
 
 # -- profile-workloads -------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_profile_workloads_writes_a_table_that_drives_a_simulation(tmp_path: Path) -> None:
     table = tmp_path / "here.json"
     done = shockwave(

@@ -11,23 +11,33 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from shockwave import __version__
+from shockwave.atomic import ensure_writable, ensure_writable_file
 from shockwave.errors import InputError, require_extra
+from shockwave.provenance import this_command, with_command
 from shockwave.workload.generator import GeneratorParams, generate
 from shockwave.workload.profile import load_workload
 from shockwave.workload.summary import job_records, summarize
 from shockwave.workload.throughput import load_throughputs
-from shockwave.workload.trace import TraceError, write_trace
+from shockwave.workload.trace import TraceError, require_gangs_fit, write_trace
 
-app = typer.Typer(help=__doc__, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
-trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True)
+# Plain help (rich_markup_mode=None): rich's help panels label every flag "<bool>".
+HELP = """Fair and efficient scheduling of ML training jobs on shared GPU clusters (Shockwave, NSDI'23).
+
+Generate and check traces, simulate one policy or compare several, sweep grids of experiments, and run jobs for real
+on Ray. Options of the commands come after it (`-v` and `-q` before it): `shockwave -q simulate --help`."""
+app = typer.Typer(
+    help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None
+)
+trace_app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(trace_app, name="trace")
 
 # Piped output (CI logs, `| tee`) gets a width that fits the comparison table instead of rich's 80 columns.
@@ -38,6 +48,19 @@ ThroughputsOpt = Annotated[
     Path | None,
     typer.Option("--throughputs", help="Gavel/Shockwave throughput JSON; default: the built-in throughput model."),
 ]
+MECHANICS_HELP = (
+    "corrected (default: the simulation model new studies use) or reference (reproduces the Shockwave artifact's "
+    "published numbers, quirks included: it stops when the cluster is briefly empty, leaving later jobs unrun)."
+)
+MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
+AllowUnfinishedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-unfinished", help="Exit 0 even when jobs never finished (they are still listed and flagged)."
+    ),
+]
+UNFINISHED_EXIT = 3
+"""Exit status of a run that ended with jobs it never finished (unless --allow-unfinished)."""
 
 
 @contextlib.contextmanager
@@ -58,6 +81,11 @@ def _native_output_to_stderr() -> Iterator[None]:
         os.close(saved)
 
 
+def _show_progress() -> bool:
+    """Progress bars and per-cell lines, unless -q asked for errors only."""
+    return logging.getLogger().level <= logging.INFO
+
+
 def _version(value: bool) -> None:
     if value:
         out.print(f"shockwave {__version__}")
@@ -66,13 +94,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="More logging (repeatable).")] = 0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only warnings and errors.")] = False,
+    verbose: Annotated[
+        int, typer.Option("--verbose", "-v", count=True, help="Debug logging (solver statuses, each decision).")
+    ] = 0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Errors only: no warnings, no progress.")] = False,
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
     ] = False,
 ) -> None:
-    level = logging.WARNING if quiet else (logging.DEBUG if verbose > 1 else logging.INFO)
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr, force=True)
 
 
@@ -116,12 +146,13 @@ def trace_generate(
     )
     tm = load_throughputs(throughputs)
     path = output or Path(params.file_name())
+    ensure_writable_file(path)
     trace = generate(params, tm)
     try:
         write_trace(trace, path)
     except OSError as exc:
         raise InputError(f"cannot write trace: {exc.strerror}", path=path) from None
-    err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {tm.name})")
+    err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {tm.name})", markup=False, highlight=False)
 
 
 @trace_app.command("check")
@@ -133,6 +164,8 @@ def trace_check(
 ) -> None:
     """Validate a trace; print every problem (exit 2) or a summary with makespan lower bounds."""
     _, jobs, profiles = load_workload(trace, throughputs)
+    if gpus is not None:
+        require_gangs_fit(jobs, gpus, trace)  # as simulate would refuse the trace on this cluster
     summary = summarize(jobs, profiles, gpus)
     if as_json:
         print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary}, indent=1))
@@ -164,13 +197,7 @@ def simulate_cmd(
             "--restart-seconds-by-gang", help="Restart cost per gang size, e.g. '1:6.5,4:20' (others: the default)."
         ),
     ] = "",
-    mechanics: Annotated[
-        str,
-        typer.Option(
-            "--mechanics",
-            help="reference (published artifact, quirks included) or corrected (its known defects fixed).",
-        ),
-    ] = "reference",
+    mechanics: MechanicsOpt = "corrected",
     config: Annotated[
         Path | None,
         typer.Option(
@@ -187,6 +214,7 @@ def simulate_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
     from shockwave.cluster import ClusterSpec
@@ -204,14 +232,70 @@ def simulate_cmd(
     mech = preset(mechanics).with_round_seconds(round_seconds).with_overrides(restart_seconds, realloc_seconds, by_gang)
     cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
     hyper = ShockwaveConfig.from_json(config) if config is not None else None
-    with _native_output_to_stderr():
-        result, run = simulate(trace, policy, cluster, mech, throughputs, hyper, batch_sizes=batch_sizes)
+    if out_dir is not None:
+        ensure_writable(out_dir)
+    with _native_output_to_stderr(), _simulation_progress() as on_round:
+        result, run = simulate(trace, policy, cluster, mech, throughputs, hyper, on_round, batch_sizes)
+    with_command(result, this_command())
     if out_dir is not None:
         write_run(out_dir, result, run.rounds)
     if as_json:
         print(json.dumps(result))
     else:
         print_run_summary(out, result)
+    _exit_if_unfinished([result], allow_unfinished)
+
+
+def _exit_if_unfinished(results: list[dict[str, Any]], allowed: bool) -> None:
+    """Jobs that never ran make every metric of the run misleading: say so, and fail unless the user allows it."""
+    incomplete = [r for r in results if not r["complete"]]
+    if not incomplete:
+        return
+    from shockwave.report import unfinished_line
+
+    for result in incomplete:
+        err.print(
+            f"[red]incomplete:[/red] {result['policy']}: {unfinished_line(result)}"
+            + (
+                " (reference mechanics stop when the cluster is briefly empty)"
+                if result["mechanics"] == "reference"
+                else ""
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not allowed:
+        raise typer.Exit(UNFINISHED_EXIT)
+
+
+@contextlib.contextmanager
+def _simulation_progress() -> Iterator[Callable[[Any], None] | None]:
+    """A progress bar on a terminal (jobs finished, simulated time); nothing when stderr is a file or a pipe."""
+    if not err.is_terminal or not _show_progress():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        TextColumn("simulating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("jobs, {task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("simulate", total=None, clock="")
+
+        def on_round(update: Any) -> None:
+            progress.update(
+                task,
+                completed=update.finished_jobs,
+                total=update.total_jobs,
+                clock=f"t = {update.now_s / 3600:.2f} h, {update.rounds} rounds",
+            )
+
+        yield on_round
 
 
 PoliciesOpt = Annotated[str, typer.Option("--policies", help="Comma-separated policy names, or 'all'.")]
@@ -237,7 +321,7 @@ def _print_paths(paths: list[Path]) -> None:
     if pngs:
         out.print("figures (PNG, with SVG beside each):")
         for path in pngs:
-            out.print(f"  {path}")
+            out.print(f"  {path}", markup=False, highlight=False)
 
 
 @app.command("compare")
@@ -248,10 +332,11 @@ def compare_cmd(
     policies: PoliciesOpt = "all",
     throughputs: ThroughputsOpt = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
-    mechanics: Annotated[str, typer.Option("--mechanics", help="reference or corrected.")] = "reference",
+    mechanics: MechanicsOpt = "corrected",
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
     gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
     parallel: ParallelOpt = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Run several policies on one trace side by side and compare them (table, JSON, CSV, figures)."""
     from shockwave.experiments.compare import CompareRequest, compare
@@ -266,16 +351,18 @@ def compare_cmd(
         output,
         workers=_workers(parallel),
         console=err,
-        show_progress=logging.getLogger().level <= logging.INFO,
+        show_progress=_show_progress(),
+        command=this_command(),
     )
     if results:
         print_comparison(out, results)
         _print_paths(comparison_figures(results, output / "figures"))
-        out.print(f"results: {output / 'results.json'}, {output / 'results.csv'}")
+        out.print(f"results: {output / 'results.json'}, {output / 'results.csv'}", markup=False, highlight=False)
     for policy, error in errors.items():
-        err.print(f"[red]error:[/red] {policy} failed: {error}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {policy} failed: {escape(error)}", highlight=False, soft_wrap=True)
     if errors:
         raise typer.Exit(1)
+    _exit_if_unfinished(results, allow_unfinished)
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -301,10 +388,11 @@ def sweep_cmd(
     seeds: Annotated[str | None, typer.Option("--seeds", help="Generator seeds, comma-separated.")] = None,
     throughputs: ThroughputsOpt = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
-    mechanics: Annotated[str | None, typer.Option("--mechanics", help="reference or corrected.")] = None,
+    mechanics: Annotated[str | None, typer.Option("--mechanics", help=MECHANICS_HELP)] = None,
     parallel: ParallelOpt = None,
     ray: Annotated[bool, typer.Option("--ray", help="Run each cell as a Ray task.")] = False,
     address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join (with --ray).")] = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Run a grid of workloads x cluster sizes x policies x seeds; re-running skips finished cells."""
     from shockwave.experiments.sweep import run_sweep
@@ -315,9 +403,9 @@ def sweep_cmd(
     if policies is not None:
         raw["policies"] = _policy_list(policies)
     if seeds is not None:
-        raw["seeds"] = [int(x) for x in _floats(seeds, "--seeds")]
+        raw["seeds"] = _ints(seeds, "--seeds", minimum=0)
     if gpus is not None:
-        raw["gpus"] = [int(x) for x in _floats(gpus, "--gpus")]
+        raw["gpus"] = _ints(gpus, "--gpus")
     if mechanics is not None:
         raw["mechanics"] = mechanics
     for key, path in (("throughputs", throughputs), ("config", config)):
@@ -338,13 +426,27 @@ def sweep_cmd(
         ray=ray,
         address=address,
         console=err,
-        show_progress=logging.getLogger().level <= logging.INFO,
+        show_progress=_show_progress(),
+        command=this_command(),
     )
-    out.print(f"{run.computed} computed, {run.reused} reused, {len(run.failed)} failed; results in {folder}")
+    out.print(
+        f"{run.computed} computed, {run.reused} reused, {len(run.failed)} failed; results in {folder}",
+        markup=False,
+        highlight=False,
+    )
     for key, error in run.failed.items():
-        err.print(f"[red]failed:[/red] {key}: {error.splitlines()[0]}", highlight=False, soft_wrap=True)
+        err.print(f"[red]failed:[/red] {key}: {escape(error.splitlines()[0])}", highlight=False, soft_wrap=True)
     if run.failed:
         raise typer.Exit(1)
+    if run.incomplete:
+        err.print(
+            f"[red]incomplete:[/red] {len(run.incomplete)} cell(s) ended with unfinished jobs: "
+            + escape(", ".join(run.incomplete)),
+            highlight=False,
+            soft_wrap=True,
+        )
+        if not allow_unfinished:
+            raise typer.Exit(UNFINISHED_EXIT)
 
 
 @app.command("report")
@@ -376,10 +478,11 @@ def _gang_costs(text: str) -> dict[int, float]:
     return costs
 
 
-def _ints(text: str, flag: str) -> list[int]:
+def _ints(text: str, flag: str, minimum: int = 1) -> list[int]:
+    """Whole numbers only: '8.7' or 'nan' is refused rather than truncated to 8 or met later as a traceback."""
     values = _floats(text, flag)
-    if not all(v.is_integer() and v >= 1 for v in values):
-        raise InputError(f"{flag} expects comma-separated whole numbers >= 1, got {text!r}")
+    if not all(v.is_integer() and v >= minimum for v in values):
+        raise InputError(f"{flag} expects comma-separated whole numbers >= {minimum}, got {text!r}")
     return [int(v) for v in values]
 
 
@@ -410,6 +513,7 @@ def profile_workloads_cmd(
     names = [f.strip() for f in families.split(",") if f.strip()] or list(WORKLOAD_FAMILIES)
     sizes = _ints(batch_sizes, "--batch-sizes") if batch_sizes else None
     points = plan(names, sizes, _ints(gangs, "--gangs"))
+    ensure_writable_file(output)
     rates = {}
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("profiling", total=len(points))
@@ -418,7 +522,7 @@ def profile_workloads_cmd(
             write_atomically(output, json.dumps(table_of(rates).to_json(), indent=1))  # kept if a later point fails
             progress.update(task, advance=1, description=f"{point.family} bs {point.batch_size} x{point.gang}")
             out.print(f"{point.family:>15} batch size {point.batch_size:>5} x{point.gang} GPU(s): {rate:9.1f} steps/s")
-    out.print(f"wrote {output}; use it with --throughputs {output}")
+    out.print(f"wrote {output}; use it with --throughputs {output}", markup=False, highlight=False)
 
 
 @app.command("run")
@@ -460,6 +564,7 @@ def run_cmd(
             "--realloc-seconds", help="Gavel-style policies reallocate at most this often (default: every round)."
         ),
     ] = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator."""
     import shlex
@@ -487,13 +592,14 @@ def run_cmd(
         realloc_seconds=realloc_seconds,
     )
     with _native_output_to_stderr():
-        result = run(request)
+        result = run(request, command=this_command())
     print_run_summary(out, result)
-    out.print(f"results: {output / 'results.json'}")
-    out.print(f"replay it: shockwave simulate {shlex.join(replay_arguments(output, result))}", soft_wrap=True)
+    out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
+    replay = shlex.join(replay_arguments(output, result))
+    out.print(f"replay it: shockwave simulate {replay}", markup=False, highlight=False, soft_wrap=True)
     if result["unfinished_jobs"]:
-        err.print(f"[red]failed jobs:[/red] {result['failed_jobs']}", highlight=False, soft_wrap=True)
-        raise typer.Exit(1)
+        err.print(f"[red]failed jobs:[/red] {escape(str(result['failed_jobs']))}", highlight=False, soft_wrap=True)
+    _exit_if_unfinished([result], allow_unfinished)
 
 
 DEMO_POLICIES = "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
@@ -508,7 +614,7 @@ def demo(
     params = GeneratorParams()
     path = output_dir / params.file_name()
     write_trace(generate(params, load_throughputs(None)), path)
-    out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)")
+    out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)", markup=False, highlight=False)
     trace_check(path, None, 32, False)
     compare_cmd(trace=path, gpus=32, output=output_dir, policies=DEMO_POLICIES, mechanics="corrected")
 
@@ -518,10 +624,10 @@ def main() -> None:
         app()
     except TraceError as exc:
         for problem in exc.problems:
-            err.print(f"[red]error:[/red] {problem}", highlight=False, soft_wrap=True)
+            err.print(f"[red]error:[/red] {escape(str(problem))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except InputError as exc:
-        err.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err.print(

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from shockwave.errors import InputError
 from shockwave.workload.throughput import DEFAULT_GPU_TYPE
 
+MAX_GPUS = 1_000_000
+"""Ten times the largest GPU clusters built so far; the simulator keeps state per GPU."""
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -15,8 +18,8 @@ class ClusterSpec:
     gpu_type: str = DEFAULT_GPU_TYPE
 
     def __post_init__(self) -> None:
-        if self.gpus < 1:
-            raise InputError(f"--gpus must be >= 1, got {self.gpus}")
+        if not 1 <= self.gpus <= MAX_GPUS:
+            raise InputError(f"--gpus must be >= 1 and <= {MAX_GPUS}, got {self.gpus}")
         if self.gpus_per_server < 1 or self.gpus % self.gpus_per_server:
             raise InputError(
                 f"--gpus-per-server must be >= 1 and divide --gpus ({self.gpus}), got {self.gpus_per_server}"

@@ -1,4 +1,4 @@
-"""Reading a user's JSON file into an object, with errors that name the file."""
+"""Reading a user's JSON file (UTF-8, a byte-order mark allowed), with errors that name the file."""
 
 from __future__ import annotations
 
@@ -7,16 +7,28 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
+from shockwave.textfile import read_text
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON value in `path` (a `what` file), or an InputError saying why not (with the line of a syntax error).
+
+    Numbers Python cannot hold (digits beyond its limit, nesting deeper than its stack) are bad input too.
+    """
+    text = read_text(path, f"{what} file")
+    if not text.strip():
+        raise InputError(f"{what} file is empty: expected JSON", path=path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from None
+    except (ValueError, RecursionError) as exc:
+        raise InputError(f"cannot read {what} JSON: {exc}", path=path) from None
 
 
 def read_json_object(path: str | Path, what: str, expected: str) -> dict[str, Any]:
     """The JSON object in `path` (a `what` file), or an InputError saying why not; `expected` describes the object."""
-    try:
-        raw = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise InputError(f"{what} file not found", path=path) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read {what} JSON: {exc}", path=path) from None
+    raw = read_json(path, what)
     if not isinstance(raw, dict):
         raise InputError(f"expected {expected}", path=path)
     return raw

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import csv
+import functools
 import json
+import reprlib
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from shockwave.errors import InputError
@@ -18,7 +22,7 @@ def _mix(counts: dict[str, int]) -> str:
 
 
 def print_trace_summary(console: Console, trace: Path, summary: dict[str, Any]) -> None:
-    table = Table(title=f"trace {trace.name}", show_header=False, title_justify="left")
+    table = Table(title=escape(f"trace {trace.name}"), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column()
     lo, hi = summary["arrival_span_s"]
@@ -46,12 +50,16 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
         f"{result['policy']} on {Path(result['trace']).name}: {result['gpus']} GPUs, "
         f"{result['round_seconds']:g} s rounds, {result['mechanics']} mechanics"
     )
-    table = Table(title=title, show_header=False, title_justify="left")
+    table = Table(title=escape(title), show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
     bound = result["makespan_lower_bound_s"]
     rows = [
-        ("makespan", f"{result['makespan_s']:.1f} s ({result['makespan_s'] / bound:.2f}x the lower bound)"),
+        (
+            "makespan",
+            f"{result['makespan_s']:.1f} s"
+            + (f" ({result['makespan_s'] / bound:.2f}x the lower bound)" if result["complete"] else ""),
+        ),
         ("average JCT", f"{result['avg_jct_s']:.1f} s"),
         ("worst finish-time fairness", f"{result['worst_ftf']:.3f}"),
         ("unfair jobs (rho > 1.05)", f"{100 * result['unfair_fraction']:.1f} %"),
@@ -62,9 +70,18 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
     ]
     if "solver" in result:
         rows.append(("market solves", _solver_line(result["solver"])))
+    if result.get("unfinished_jobs"):
+        rows.insert(0, ("[red]unfinished jobs[/red]", f"[red]{unfinished_line(result)}[/red]"))
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def unfinished_line(result: dict[str, Any], shown: int = 12) -> str:
+    """'29 of 30 never finished: 1, 2, ... (metrics cover finished jobs only)'."""
+    ids = result["unfinished_jobs"]
+    listed = ", ".join(map(str, ids[:shown])) + (", ..." if len(ids) > shown else "")
+    return f"{len(ids)} of {len(ids) + len(result['jobs'])} never finished: {listed} (metrics cover finished jobs only)"
 
 
 def _solver_line(stats: dict[str, Any]) -> str:
@@ -72,8 +89,8 @@ def _solver_line(stats: dict[str, Any]) -> str:
         f"{stats['solves']}, latency p50 {stats['p50_s']:.2f} s / p95 {stats['p95_s']:.2f} s / "
         f"max {stats['max_s']:.2f} s; {stats['infeasible']} with fairness relaxed"
     )
-    if stats["fallbacks"] or stats["timeouts"]:
-        line += f"; {stats['fallbacks']} fallbacks, {stats['timeouts']} timeouts"
+    if stats["fallbacks"] or stats["node_limited"]:
+        line += f"; {stats['fallbacks']} fallbacks, {stats['node_limited']} stopped on the node limit"
     return line
 
 
@@ -125,6 +142,7 @@ def comparison_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             row[f"{key}_vs_{ref_name}"] = _ratio(r[key], ref[key])
         row["makespan_vs_lower_bound"] = r["makespan_s"] / r["makespan_lower_bound_s"]
         row["makespan_lower_bound_s"] = r["makespan_lower_bound_s"]
+        row["unfinished_jobs"] = len(r.get("unfinished_jobs", []))
         row["num_rounds"] = r["num_rounds"]
         row["wall_seconds"] = r["wall_seconds"]
         rows.append(row)
@@ -141,8 +159,10 @@ def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
     ref = rows[0]["reference_policy"]
     first = results[0]
     table = Table(
-        title=f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
-        f"{first['mechanics']} mechanics; (ratio to {ref})",
+        title=escape(
+            f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
+            f"{first['mechanics']} mechanics; (ratio to {ref})"
+        ),
         title_justify="left",
     )
     for column in ("policy", "makespan s", "x bound", "avg JCT s", "worst rho", "unfair %", "util %", "wall s"):
@@ -150,7 +170,7 @@ def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
     for row in rows:
         is_ref = row["policy"] == ref
         table.add_row(
-            row["policy"],
+            row["policy"] + (f" [red]({row['unfinished_jobs']} unfinished)[/red]" if row["unfinished_jobs"] else ""),
             _with_ratio(f"{row['makespan_s']:.0f}", row[f"makespan_s_vs_{ref}"], is_ref),
             f"{row['makespan_vs_lower_bound']:.2f}x",
             _with_ratio(f"{row['avg_jct_s']:.0f}", row[f"avg_jct_s_vs_{ref}"], is_ref),
@@ -160,3 +180,99 @@ def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
             f"{row['wall_seconds']:.1f}",
         )
     console.print(table)
+
+
+# -- reading saved results back ------------------------------------------------------------------------------------
+RESULT_SCHEMA = "schemas/result.schema.json"
+
+
+def check_results(results: Any, path: Path) -> list[dict[str, Any]]:
+    """A comparison's results.json: a non-empty list of result objects, or an InputError naming what is wrong, so
+    `report` on a hand-edited or foreign file says why instead of failing inside a table or a figure."""
+    if not isinstance(results, list) or not results:
+        raise InputError("expected a non-empty list of results", path=path)
+    for index, result in enumerate(results):
+        check_result(result, path, f"results[{index}]")
+    return results
+
+
+def check_result(result: Any, path: Path, where: str = "result", needs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One saved result that matches the result format (RESULT_SCHEMA) and also holds the keys `needs`, or an
+    InputError naming the first field that does not."""
+    schema = _result_schema()
+    problem = _schema_problem(result, {**schema, "required": [*schema["required"], *needs]}, where)
+    if problem is not None:
+        raise InputError(
+            f"not a shockwave result ({problem}): was it written by another version? run compare or sweep again",
+            path=path,
+        )
+    return result
+
+
+@functools.cache
+def _result_schema() -> dict[str, Any]:
+    return json.loads(files("shockwave").joinpath(RESULT_SCHEMA).read_text(encoding="utf-8"))
+
+
+JSON_TYPES: dict[str, Any] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list),
+    "object": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+BOUNDS: dict[str, Any] = {
+    "minimum": lambda v, b: v >= b,
+    "maximum": lambda v, b: v <= b,
+    "exclusiveMinimum": lambda v, b: v > b,
+}
+
+
+def _schema_problem(value: Any, schema: dict[str, Any], where: str) -> str | None:
+    """The subset of JSON Schema the result format uses (type, enum, required, properties, additionalProperties,
+    items, prefixItems, minItems, maxItems, minimum, maximum, exclusiveMinimum): jsonschema is only a test
+    dependency."""
+    if "enum" in schema and value not in schema["enum"]:
+        return f"{where} must be one of {schema['enum']}, got {reprlib.repr(value)}"
+    types = schema.get("type")
+    names = [types] if isinstance(types, str) else types or []
+    if names and not any(JSON_TYPES[name](value) for name in names):
+        return f"{where} must be {' or '.join(names)}, got {reprlib.repr(value)}"
+    if JSON_TYPES["number"](value):
+        for name, ok in BOUNDS.items():
+            if name in schema and not ok(value, schema[name]):  # NaN breaks every bound
+                return f"{where} breaks {name} {schema[name]}, got {reprlib.repr(value)}"
+    if isinstance(value, dict):
+        return _object_problem(value, schema, where)
+    if isinstance(value, list):
+        return _array_problem(value, schema, where)
+    return None
+
+
+def _object_problem(value: dict[str, Any], schema: dict[str, Any], where: str) -> str | None:
+    missing = [key for key in schema.get("required", []) if key not in value]
+    if missing:
+        more = f" and {len(missing) - 3} more keys" if len(missing) > 3 else ""
+        return f"{where} lacks {', '.join(map(repr, missing[:3]))}{more}"
+    properties = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    for key, item in value.items():
+        sub = properties.get(key, extra if isinstance(extra, dict) else None)
+        if sub is not None and (problem := _schema_problem(item, sub, f"{where}.{key}")) is not None:
+            return problem
+    return None
+
+
+def _array_problem(value: list[Any], schema: dict[str, Any], where: str) -> str | None:
+    if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
+        return f"{where} must hold {schema.get('minItems', 0)} to {schema.get('maxItems', 'any number of')} items"
+    prefix = schema.get("prefixItems", [])
+    for index, item in enumerate(value):
+        sub = prefix[index] if index < len(prefix) else schema.get("items")
+        if sub is not None and (problem := _schema_problem(item, sub, f"{where}[{index}]")) is not None:
+            return problem
+    return None

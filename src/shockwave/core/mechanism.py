@@ -9,9 +9,9 @@ changed, but at most once per `min_realloc_interval_s` of simulated time.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
 from shockwave.core.state import JobState
 
 
@@ -45,6 +45,24 @@ class Allocator(Protocol):
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
         """Time fraction per job; jobs left out get no rounds until the next recompute."""
         ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What the allocator carries from one recompute to the next, as JSON-ready data (see Policy.state_dict)."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Take up what `state_dict` returned."""
+        ...
+
+
+class Stateless:
+    """For allocators that derive each allocation from its inputs alone: there is nothing to keep."""
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to take up."""
 
 
 class GavelPolicy(Policy):
@@ -82,6 +100,26 @@ class GavelPolicy(Policy):
 
     def round_failed(self, view: SchedulerView, job: JobState) -> None:
         self.needs_realloc = True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "allocation": json_ids(self.allocation),
+            "needs_realloc": self.needs_realloc,
+            "last_realloc_s": self.last_realloc_s,
+            "job_time": json_ids(self.job_time),
+            "worker_time": self.worker_time,
+            "deficits": json_ids(self.deficits),
+            "allocator": self.allocator.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.allocation = int_ids(state["allocation"], float)
+        self.needs_realloc = bool(state["needs_realloc"])
+        self.last_realloc_s = float(state["last_realloc_s"])
+        self.job_time = int_ids(state["job_time"], float)
+        self.worker_time = float(state["worker_time"])
+        self.deficits = int_ids(state["deficits"], float)
+        self.allocator.load_state_dict(state["allocator"])
 
     def _reallocate(self, view: SchedulerView) -> None:
         """Settle what each job was owed under the old allocation, then ask the allocator again."""

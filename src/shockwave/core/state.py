@@ -7,7 +7,9 @@ both the total and the progress so the job's epoch count is preserved (spec §1.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from shockwave.workload.catalog import ModelFamily, family
 from shockwave.workload.profile import JobProfile
@@ -46,6 +48,18 @@ class JobState:
             total_steps=spec.total_steps,
         )
 
+    def state_dict(self) -> dict[str, Any]:
+        """The fields that change as the job runs, as JSON-ready data; `restore` takes the rest from the trace."""
+        return {name: getattr(self, name) for name in MUTABLE_FIELDS}
+
+    @classmethod
+    def restore(cls, job_id: int, spec: TraceJob, profile: JobProfile, state: dict[str, Any]) -> JobState:
+        """The job as `state_dict` left it, its trace line and profile given again."""
+        job = cls.admit(job_id, spec, profile, throughput=0.0)
+        for name, kind in MUTABLE_FIELDS.items():
+            setattr(job, name, kind(state[name]))
+        return job
+
     @property
     def arrival_s(self) -> float:
         return self.spec.arrival
@@ -69,6 +83,24 @@ class JobState:
     @property
     def epochs_completed(self) -> int:
         return self.steps_done // self.iterations_per_epoch
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+MUTABLE_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "throughput": float,
+    "batch_size": int,
+    "total_steps": int,
+    "steps_done": int,
+    "pending_batch_size": _optional_int,
+    "batch_size_changes": int,
+    "run_time_s": float,
+    "failures": int,
+    "last_finish_s": float,
+}
+"""JobState's fields that change after admission, each with the conversion that reads it back from JSON."""
 
 
 def rescale_to_batch_size(job: JobState, new_bs: int, *, round_up_progress: bool) -> None:

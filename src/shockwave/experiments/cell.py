@@ -12,13 +12,16 @@ import json
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.provenance import library_versions
 
+KEY_FORMAT = 2
+"""Bumped when what a cell's result holds changes, so older cells are computed again."""
+DIGEST_LENGTH = 16
 TIMING_FIELDS = ("wall_seconds",)
 """Result fields that depend on the machine, not the inputs (solver latencies are handled with them)."""
 
@@ -30,7 +33,7 @@ class Cell:
     trace_text: str
     gpus: int
     policy: str
-    mechanics: str = "reference"
+    mechanics: str = "corrected"
     round_seconds: float = 120.0
     gpus_per_server: int = 1
     seed: int | None = None
@@ -46,12 +49,30 @@ class Cell:
     """Case metadata reported with the result (for example the generator's parameters)."""
 
     @cached_property
+    def digest(self) -> str:
+        """What decides the result, and nothing else: the bytes of every input file (not where they are, nor what
+        they are called), the settings, and the versions of the libraries that decide numbers."""
+        content = {
+            "format": KEY_FORMAT,
+            "trace": _sha256(self.trace_text),
+            "throughputs": None if self.throughputs_text is None else _sha256(self.throughputs_text),
+            "config": None if self.config_text is None else _sha256(self.config_text),
+            "settings": [self.gpus, self.policy, self.mechanics, self.round_seconds, self.gpus_per_server],
+            "versions": library_versions(),
+        }
+        return _sha256(json.dumps(content, sort_keys=True))[:DIGEST_LENGTH]
+
+    @cached_property
     def key(self) -> str:
-        """Readable and unique: label, cluster, policy, seed and a digest of everything else."""
-        digest = hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:10]
+        """Readable and unique: label, cluster, policy, seed, then the digest (which alone identifies the cell)."""
         seed = f"_seed{self.seed}" if self.seed is not None else ""
         name = f"{self.label}_{self.gpus}gpus_{self.policy}{seed}"
-        return f"{re.sub(r'[^A-Za-z0-9_.,-]+', '-', name)[:120]}_{digest}"
+        return f"{re.sub(r'[^A-Za-z0-9_.,-]+', '-', name)[:120]}_{self.digest}"
+
+    def comparison_identity(self) -> str:
+        """The cell's digest without its policy (nor Shockwave's config): what every policy of one comparison
+        shares."""
+        return replace(self, policy="*", config_text=None).digest
 
     def describe(self) -> dict[str, Any]:
         """What a reader of the results needs to know about the cell (no file contents)."""
@@ -98,18 +119,17 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
     return result
 
 
-def read_text(path: str | Path, what: str) -> str:
-    try:
-        return Path(path).read_text()
-    except FileNotFoundError:
-        raise InputError(f"{what} not found", path=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read {what}: {exc.strerror}", path=path) from None
-
-
 def without_timing(result: dict[str, Any]) -> dict[str, Any]:
     """The parts of a result that must not change between runs of the same cell (for comparisons)."""
     clean = {k: v for k, v in result.items() if k not in TIMING_FIELDS}
     if "solver" in clean:
         clean["solver"] = {k: v for k, v in clean["solver"].items() if not k.endswith("_s")}
     return clean
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def digest_of_key(key: str) -> str:
+    return key.rsplit("_", 1)[-1]

@@ -16,10 +16,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from shockwave.errors import InputError
-from shockwave.experiments.cell import Cell, read_text
+from shockwave.experiments.cell import Cell
 from shockwave.experiments.parallel import CellProgress, run_cells
-from shockwave.experiments.store import ensure_writable, write_comparison
+from shockwave.experiments.store import claimed, write_comparison
+from shockwave.experiments.sweep import headline
 from shockwave.policies.registry import canonical_name
+from shockwave.provenance import with_command
+from shockwave.textfile import read_text
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +34,7 @@ class CompareRequest:
     policies: list[str]
     throughputs: Path | None = None
     config: Path | None = None
-    mechanics: str = "reference"
+    mechanics: str = "corrected"
     round_seconds: float = 120.0
     gpus_per_server: int = 1
 
@@ -77,14 +80,28 @@ def build_cells(request: CompareRequest) -> list[Cell]:
 
 
 def compare(
-    request: CompareRequest, out: Path, *, workers: int, console: Console, show_progress: bool = True
+    request: CompareRequest,
+    out: Path,
+    *,
+    workers: int,
+    console: Console,
+    show_progress: bool = True,
+    command: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """Results in the requested policy order, and the errors of policies that failed."""
+    """Results in the requested policy order, and the errors of policies that failed; `command` is recorded in
+    each result's provenance."""
     cells = build_cells(request)
-    ensure_writable(out)
+    with claimed(out, "comparison", cells[0].comparison_identity()):
+        return _compare(cells, out, workers, console, show_progress, command)
+
+
+def _compare(
+    cells: list[Cell], out: Path, workers: int, console: Console, show_progress: bool, command: list[str] | None
+) -> tuple[list[dict[str, Any]], dict[str, str]]:
     order = [cell.policy for cell in cells]
     results: dict[str, dict[str, Any]] = {}
     errors: dict[str, str] = {}
+    lines = show_progress and not console.is_terminal  # logs and pipes: a line per finished policy, not bars
     with Progress(
         TextColumn("{task.description:<24}"),
         BarColumn(),
@@ -93,7 +110,7 @@ def compare(
         TextColumn("{task.fields[clock]}"),
         TimeElapsedColumn(),
         console=console,
-        disable=not show_progress,
+        disable=not show_progress or lines,
         transient=False,
     ) as progress:
         tasks = {cell.key: progress.add_task(cell.policy, total=None, clock="waiting") for cell in cells}
@@ -113,7 +130,7 @@ def compare(
                 progress.update(task, clock="[red]failed[/red]")
                 log.error("%s failed: %s", outcome.cell.policy, outcome.error)
                 continue
-            result = outcome.result
+            result = with_command(outcome.result, command) if command is not None else outcome.result
             results[outcome.cell.policy] = result
             progress.update(
                 task,
@@ -122,6 +139,8 @@ def compare(
                 clock=f"done in {result['wall_seconds']:.1f} s",
             )
             write_comparison(out, [results[p] for p in order if p in results])
+            if lines:
+                console.print(f"{outcome.cell.policy}: {headline(result)}", markup=False, highlight=False)
     return [results[p] for p in order if p in results], errors
 
 
@@ -129,10 +148,9 @@ def render_comparison(out: Path, console: Console) -> list[Path]:
     """Table and figures from a comparison folder's results.json."""
     from shockwave.experiments.figures import comparison_figures
     from shockwave.experiments.store import read_json
-    from shockwave.report import print_comparison
+    from shockwave.report import check_results, print_comparison
 
-    results = read_json(out / "results.json")
-    if not isinstance(results, list) or not results:
-        raise InputError("expected a non-empty list of results", path=out / "results.json")
+    path = out / "results.json"
+    results = check_results(read_json(path), path)
     print_comparison(console, results)
     return comparison_figures(results, out / "figures")

@@ -2,23 +2,26 @@
 
 Results are handed back one by one as cells finish (so the caller can write each at once and an interrupted run
 keeps them). A cell that raises comes back as its error message; the others go on. Ctrl-C stops the workers and
-propagates as KeyboardInterrupt after the finished cells have been handed back.
+propagates as KeyboardInterrupt after the finished cells have been handed back. Nothing outlives the caller, even
+killed with SIGKILL: pool workers die with it (Linux parent-death signal), progress travels on a plain queue (no
+manager process), and a local Ray instance is torn down by a reaper (`shockwave.local_ray`).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import queue
 import signal
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from multiprocessing.managers import SyncManager
 from typing import Any
 
 from shockwave.errors import InputError, require_extra
 from shockwave.experiments.cell import Cell, run_cell
+from shockwave.lifetime import die_with_parent
 
 PROGRESS_INTERVAL_S = 0.25
 
@@ -58,9 +61,21 @@ def run_cells(
 
 
 # -- local processes -------------------------------------------------------------------------------------------------
-def _ignore_interrupts() -> None:
-    """Workers leave Ctrl-C to the parent, which stops them; otherwise every worker would report it as a failure."""
+_updates: Any = None
+"""In a pool worker: the queue progress goes to (None: nobody listens)."""
+
+
+def _start_worker(updates: Any, parent: int) -> None:
+    """A pool worker dies with the parent, leaves Ctrl-C to it (which stops the workers; otherwise each would report
+    it as a failure), and reports progress on `updates`, a queue it inherits at its start."""
+    global _updates
+    die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _updates = updates
+
+
+def _pooled(cell: Cell) -> tuple[dict[str, Any] | None, str | None]:
+    return _guarded(cell, _updates)
 
 
 def _reporting(cell: Cell, updates: Any) -> dict[str, Any]:
@@ -92,30 +107,28 @@ def _on_pool(
     cells: list[Cell], workers: int, on_start: Callable[[Cell], None] | None, on_progress: OnProgress | None
 ) -> Iterator[Outcome]:
     context = mp.get_context("spawn")
-    manager = SyncManager(ctx=context)
-    manager.start(_ignore_interrupts)
-    with manager:
-        updates = manager.Queue() if on_progress is not None else None
-        pool = context.Pool(min(workers, len(cells)) or 1, initializer=_ignore_interrupts)
-        try:
-            pending = {}
-            for cell in cells:
-                pending[cell.key] = (cell, pool.apply_async(_guarded, (cell, updates)))
-            started: set[str] = set()
-            while pending:
-                _drain(updates, on_progress, on_start, pending, started)
-                for key in [k for k, (_, job) in pending.items() if job.ready()]:
-                    cell, job = pending.pop(key)
-                    result, error = job.get()
-                    yield Outcome(cell, result, error)
-                time.sleep(0.05)
+    updates = context.Queue() if on_progress is not None else None
+    size = min(workers, len(cells)) or 1
+    pool = context.Pool(size, initializer=_start_worker, initargs=(updates, os.getpid()))
+    try:
+        pending = {}
+        for cell in cells:
+            pending[cell.key] = (cell, pool.apply_async(_pooled, (cell,)))
+        started: set[str] = set()
+        while pending:
             _drain(updates, on_progress, on_start, pending, started)
-            pool.close()
-        except BaseException:
-            pool.terminate()
-            raise
-        finally:
-            pool.join()
+            for key in [k for k, (_, job) in pending.items() if job.ready()]:
+                cell, job = pending.pop(key)
+                result, error = job.get()
+                yield Outcome(cell, result, error)
+            time.sleep(0.05)
+        _drain(updates, on_progress, on_start, pending, started)
+        pool.close()
+    except BaseException:
+        pool.terminate()
+        raise
+    finally:
+        pool.join()
 
 
 def _drain(
@@ -146,9 +159,16 @@ def _on_ray(cells: list[Cell], address: str | None) -> Iterator[Outcome]:
     require_extra("ray", "cluster", "--ray")
     import ray
 
+    from shockwave.local_ray import LocalRay
+
     started_here = not ray.is_initialized()
+    local = None
     if started_here:
-        ray.init(address=address, include_dashboard=False, logging_level="warning", log_to_driver=False)
+        options = {"include_dashboard": False, "logging_level": "warning", "log_to_driver": False}
+        if address is None:
+            local = LocalRay(**options)
+        else:
+            ray.init(address=address, **options)
     refs: dict[Any, Cell] = {}
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_guarded)
@@ -167,5 +187,7 @@ def _on_ray(cells: list[Cell], address: str | None) -> Iterator[Outcome]:
             ray.cancel(ref, force=True)
         raise
     finally:
-        if started_here:
+        if local is not None:
+            local.close()
+        elif started_here:
             ray.shutdown()

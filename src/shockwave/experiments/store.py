@@ -9,27 +9,23 @@ name and renamed, so an interrupted write never leaves half a file.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shockwave.atomic import write_atomically
+from shockwave import jsonfile
+from shockwave.atomic import ensure_writable, write_atomically
 from shockwave.errors import InputError
-from shockwave.report import comparison_rows
+from shockwave.experiments.cell import digest_of_key
+from shockwave.report import check_result, comparison_rows
 
 CELLS = "cells"
-
-
-def ensure_writable(folder: Path) -> None:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".write-test-"):
-            pass
-    except OSError as exc:
-        raise InputError(f"output folder is not writable: {exc.strerror}", path=folder) from None
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -48,12 +44,7 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError("no results here", path=path) from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read results: {exc}", path=path) from None
+    return jsonfile.read_json(path, "results")
 
 
 # -- comparisons -----------------------------------------------------------------------------------------------------
@@ -73,12 +64,69 @@ def error_path(folder: Path, key: str) -> Path:
     return folder / CELLS / f"{key}.error.json"
 
 
-def finished_keys(folder: Path) -> set[str]:
+def finished_cells(folder: Path) -> dict[str, Path]:
+    """Digest -> file of every finished cell here: found by content, whatever the readable part of its name."""
     cells = folder / CELLS
     if not cells.is_dir():
-        return set()
-    return {p.name[: -len(".json")] for p in cells.glob("*.json") if not p.name.endswith(".error.json")}
+        return {}
+    names = sorted(p for p in cells.glob("*.json") if not p.name.endswith(".error.json"))
+    return {digest_of_key(p.name[: -len(".json")]): p for p in names}
 
 
 def read_cells(folder: Path, keys: list[str]) -> list[dict[str, Any]]:
-    return [read_json(cell_path(folder, key)) for key in keys if cell_path(folder, key).exists()]
+    found = finished_cells(folder)
+    paths = [found[digest] for digest in map(digest_of_key, keys) if digest in found]
+    return [check_result(read_json(path), path, needs=("cell",)) for path in paths]
+
+
+# -- one writer, one kind of results per folder ---------------------------------------------------------------------
+LOCK = ".shockwave.lock"
+MARKER = ".shockwave-folder.json"
+
+
+@contextlib.contextmanager
+def claimed(folder: Path, kind: str, identity: str | None = None) -> Iterator[None]:
+    """Hold `folder` while a sweep or a comparison (`kind`) writes it. Refused: a folder another process is writing,
+    a folder of the other kind, and (comparisons) one that holds a comparison of another trace, cluster or settings
+    (`identity`): their results would mix. A sweep folder takes any sweep: a changed grid adds its new cells."""
+    ensure_writable(folder)
+    handle = (folder / LOCK).open("a")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise InputError(
+            "another shockwave sweep or comparison is writing this folder: wait for it, or choose another --out",
+            path=folder,
+        ) from None
+    try:
+        _check_kind(folder, kind, identity)
+        write_json(folder / MARKER, {"kind": kind, "identity": identity})
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()
+
+
+def _check_kind(folder: Path, kind: str, identity: str | None) -> None:
+    marker = folder / MARKER
+    held: dict[str, Any] | None = None
+    if marker.exists():
+        held = read_json(marker)
+    elif (folder / "sweep.json").exists():
+        held = {"kind": "sweep"}  # written before folders were marked
+    elif (folder / "results.json").exists():
+        held = {"kind": "comparison"}
+    if not isinstance(held, dict) or "kind" not in held:
+        return
+    if held["kind"] != kind:
+        raise InputError(
+            f"this folder holds a {held['kind']}'s results; a {kind} would mix with them: choose another --out",
+            path=folder,
+        )
+    if kind == "comparison" and held.get("identity") not in (None, identity):
+        raise InputError(
+            "this folder holds a comparison of another trace, cluster or settings; choose another --out "
+            "(or delete it to start again)",
+            path=folder,
+        )

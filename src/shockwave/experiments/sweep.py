@@ -14,15 +14,18 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from shockwave.errors import InputError
 from shockwave.experiments import figures, store
-from shockwave.experiments.cell import Cell, read_text
+from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.sweep_spec import SweepSpec
+from shockwave.provenance import with_command
+from shockwave.textfile import read_text
 
 log = logging.getLogger(__name__)
 SPEC_FILE = "sweep.json"
@@ -34,6 +37,8 @@ class SweepRun:
     reused: int
     computed: int
     failed: dict[str, str]
+    incomplete: list[str]
+    """Keys of finished cells whose simulation ended with jobs it never finished."""
 
 
 def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
@@ -110,17 +115,35 @@ def run_sweep(
     address: str | None,
     console: Console,
     show_progress: bool = True,
+    command: list[str] | None = None,
 ) -> SweepRun:
-    store.ensure_writable(out)
+    """Run the cells not already finished in `out`; `command` is recorded in each new cell's provenance."""
+    with store.claimed(out, "sweep"):
+        return _run_claimed(spec, out, workers, ray, address, console, show_progress, command)
+
+
+def _run_claimed(
+    spec: SweepSpec,
+    out: Path,
+    workers: int,
+    ray: bool,
+    address: str | None,
+    console: Console,
+    show_progress: bool,
+    command: list[str] | None,
+) -> SweepRun:
     cells = build_cells(spec, out)
     store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
-    finished = store.finished_keys(out)
-    todo = [c for c in cells if c.key not in finished]
+    finished = store.finished_cells(out)
+    todo = [c for c in cells if c.digest not in finished]
     reused = len(cells) - len(todo)
     console.print(
         f"{len(cells)} cells: {reused} already finished in {out} (kept), {len(todo)} to run"
-        + (" on Ray" if ray else f" on {min(workers, max(len(todo), 1))} local processes")
+        + (" on Ray" if ray else f" on {min(workers, max(len(todo), 1))} local processes"),
+        markup=False,
+        highlight=False,
     )
+    lines = show_progress and not console.is_terminal  # logs and pipes: a line per finished cell, not bars
     failed: dict[str, str] = {}
     computed = 0
     try:
@@ -131,15 +154,13 @@ def run_sweep(
             TextColumn("{task.fields[note]}"),
             TimeElapsedColumn(),
             console=console,
-            disable=not show_progress,
+            disable=not show_progress or lines,
         ) as progress:
             overall = progress.add_task("[bold]cells", total=len(todo), note="")
             running: dict[str, TaskID] = {}
 
             def on_start(cell: Cell) -> None:
-                running[cell.key] = progress.add_task(
-                    f"  {cell.label[:30]} {cell.gpus} GPUs {cell.policy}", total=None, note=""
-                )
+                running[cell.key] = progress.add_task(escape(f"  {_name(cell)}"), total=None, note="")
 
             def on_progress(update: CellProgress) -> None:
                 if update.key in running:
@@ -164,12 +185,34 @@ def run_sweep(
                     )
                     log.error("cell %s failed: %s", key, failed[key].splitlines()[0])
                     continue
-                store.write_json(store.cell_path(out, key), outcome.result)
+                result = with_command(outcome.result, command) if command is not None else outcome.result
+                store.write_json(store.cell_path(out, key), result)
                 store.error_path(out, key).unlink(missing_ok=True)
                 computed += 1
+                if lines:
+                    console.print(
+                        f"[{computed + len(failed)}/{len(todo)}] {_name(outcome.cell)}: {headline(result)}",
+                        markup=False,
+                        highlight=False,
+                    )
     finally:
         render(out, console, keys=[c.key for c in cells], quiet=True)
-    return SweepRun(len(cells), reused, computed, failed)
+    incomplete = [r["cell"]["key"] for r in store.read_cells(out, [c.key for c in cells]) if not r["complete"]]
+    return SweepRun(len(cells), reused, computed, failed, incomplete)
+
+
+def _name(cell: Cell) -> str:
+    seed = f" seed {cell.seed}" if cell.seed is not None else ""
+    return f"{cell.label[:30]} {cell.gpus} GPUs {cell.policy}{seed}"
+
+
+def headline(result: dict[str, Any]) -> str:
+    """One finished simulation in a line (for logs and pipes)."""
+    text = (
+        f"makespan {result['makespan_s']:.0f} s, avg JCT {result['avg_jct_s']:.0f} s, "
+        f"worst rho {result['worst_ftf']:.2f}, {result['wall_seconds']:.1f} s"
+    )
+    return text if result["complete"] else f"{text}; {len(result['unfinished_jobs'])} jobs unfinished"
 
 
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -184,6 +227,7 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "policy": policy,
             "cells": len(members),
             "workloads": " ".join(sorted({m["cell"]["label"] for m in members})),
+            "incomplete_cells": sum(not m["complete"] for m in members),
         }
         for key, *_ in HEADLINE:
             values = np.array([m[key] for m in members], dtype=float)
@@ -201,6 +245,7 @@ def cell_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "utilization",
         "num_rounds",
         "makespan_lower_bound_s",
+        "complete",
         "wall_seconds",
     )
     return [
@@ -216,14 +261,23 @@ def cell_rows(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
+def _cell_keys(path: Path) -> list[str]:
+    """The keys of the cells a sweep.json lists, or an InputError when it is not one that `sweep` wrote."""
+    raw = store.read_json(path)
+    cells = raw.get("cells") if isinstance(raw, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(c, dict) and isinstance(c.get("key"), str) for c in cells):
+        raise InputError('expected {"cells": [{"key": "...", ...}, ...]}, as `shockwave sweep` writes it', path=path)
+    return [c["key"] for c in cells]
+
+
 def render(out: Path, console: Console, keys: list[str] | None = None, quiet: bool = False) -> list[Path]:
     """Table, results.json/csv, summary.csv and figures from the finished cells of the sweep in `out`."""
     if keys is None:
-        keys = [c["key"] for c in store.read_json(out / SPEC_FILE)["cells"]]
+        keys = _cell_keys(out / SPEC_FILE)
     results = store.read_cells(out, keys)
     if not results:
         if not quiet:
-            console.print(f"no finished cells in {out} yet")
+            console.print(f"no finished cells in {out} yet", markup=False, highlight=False)
         return []
     rows = aggregate(results)
     store.write_json(out / "results.json", results)
@@ -246,10 +300,11 @@ def print_summary(console: Console, rows: list[dict[str, Any]], finished: int, t
     for column in ("GPUs", "policy", "cells", "makespan s", "avg JCT s", "worst rho", "unfair %"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows:
+        incomplete = row.get("incomplete_cells", 0)
         table.add_row(
             str(row["gpus"]),
             row["policy"],
-            str(row["cells"]),
+            str(row["cells"]) + (f" [red]({incomplete} with unfinished jobs)[/red]" if incomplete else ""),
             _spread(row, "makespan_s", "{:.0f}"),
             _spread(row, "avg_jct_s", "{:.0f}"),
             _spread(row, "worst_ftf", "{:.2f}"),

@@ -7,7 +7,7 @@
     generate = [{ jobs = 120, lam = 40 }]          # generator parameters (see `trace generate`), one trace per seed
     throughputs = "tacc_throughputs.json"          # optional; default: the built-in model
     config = "tacc_32gpus.json"                    # Shockwave's hyperparameters, optional
-    mechanics = "reference"
+    mechanics = "corrected"                        # or "reference" to reproduce published numbers
     round_seconds = 120
 
     [[case]]                                       # explicit pairs: a workload on its own cluster (and config)
@@ -20,12 +20,14 @@ Relative paths are relative to the TOML file. Flags override the file's top-leve
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
+from shockwave.textfile import read_text
 from shockwave.workload.generator import GeneratorParams
 
 TOP_KEYS = {
@@ -43,6 +45,9 @@ TOP_KEYS = {
 }
 CASE_KEYS = {"trace", "generate", "gpus", "config"}
 GENERATOR_KEYS = {f.name for f in fields(GeneratorParams)} - {"seed"}
+GENERATOR_TYPES = {f.name: str(f.type) for f in fields(GeneratorParams)}
+"""Each generator key's annotation ("int", "float" or a tuple of floats), so a value of the wrong type is reported
+before the generator meets it as a traceback."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class SweepSpec:
     seeds: list[int] = field(default_factory=lambda: [0])
     throughputs: Path | None = None
     config: Path | None = None
-    mechanics: str = "reference"
+    mechanics: str = "corrected"
     round_seconds: float = 120.0
     gpus_per_server: int = 1
 
@@ -87,15 +92,12 @@ class SweepSpec:
 
 
 def load_toml(path: Path) -> dict[str, Any]:
+    """The sweep file's table: UTF-8 with or without a byte-order mark, as editors save it."""
+    text = read_text(path, "sweep file")
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except FileNotFoundError:
-        raise InputError("sweep file not found", path=path) from None
-    except tomllib.TOMLDecodeError as exc:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or a value Python cannot hold
         raise InputError(f"not valid TOML: {exc}", path=path) from None
-    except OSError as exc:
-        raise InputError(f"cannot read sweep file: {exc.strerror}", path=path) from None
 
 
 def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec:
@@ -108,7 +110,7 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
         seeds=_ints(raw.get("seeds", [0]), "seeds", source, minimum=0),
         throughputs=_path(raw.get("throughputs"), base, "throughputs", source),
         config=_path(raw.get("config"), base, "config", source),
-        mechanics=_string(raw.get("mechanics", "reference"), "mechanics", source),
+        mechanics=_string(raw.get("mechanics", "corrected"), "mechanics", source),
         round_seconds=_number(raw.get("round_seconds", 120.0), "round_seconds", source),
         gpus_per_server=_ints(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1)[0],
     )
@@ -151,7 +153,7 @@ def parse_generator(text: str, where: str = "--generate") -> dict[str, Any]:
         key, sep, value = item.partition("=")
         if not sep:
             raise InputError(f"{where} expects key=value pairs, got {item!r}")
-        params[key.strip()] = [float(v) for v in value.split("/")] if "/" in value else _scalar(value, where)
+        params[key.strip()] = [_scalar(v, where) for v in value.split("/")] if "/" in value else _scalar(value, where)
     return _generators([params], where, None)[0]
 
 
@@ -189,9 +191,19 @@ def _ints(value: Any, key: str, source: Path | None, minimum: int) -> list[int]:
 
 
 def _number(value: Any, key: str, source: Path | None) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-        raise InputError(f"'{key}' must be a number > 0, got {value!r}", path=source)
+    if not _is_real(value) or value <= 0:
+        raise InputError(f"'{key}' must be a finite number > 0, got {value!r}", path=source)
     return float(value)
+
+
+def _is_real(value: Any) -> bool:
+    """A finite int or float (TOML's inf and nan are floats, a boolean is not a number)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        return False
 
 
 def _string(value: Any, key: str, source: Path | None) -> str:
@@ -229,6 +241,17 @@ def _generators(value: Any, key: str, source: Path | None) -> list[dict[str, Any
             raise InputError(
                 f"unknown generator key(s) {sorted(unknown)} in {key}; known: {sorted(GENERATOR_KEYS)}", path=source
             )
+        for name, given in table.items():
+            kind = GENERATOR_TYPES[name]
+            if kind == "int":
+                ok = isinstance(given, int) and not isinstance(given, bool)
+            elif kind == "float":
+                ok = _is_real(given)
+            else:
+                ok = isinstance(given, list | tuple) and all(_is_real(v) for v in given)
+            if not ok:
+                what = {"int": "an integer", "float": "a finite number"}.get(kind, "a list of finite numbers")
+                raise InputError(f"{key}: '{name}' must be {what}, got {given!r}", path=source)
         params = {k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}
         try:
             GeneratorParams(**params).validate()

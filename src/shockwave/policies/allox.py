@@ -7,10 +7,13 @@ allocation keep it, and allocations persist across recomputes, as in the referen
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from shockwave.core.mechanism import AllocationInputs
+from shockwave.core.policy import int_ids, json_ids
 
 ALPHA = 0.2
 
@@ -42,6 +45,12 @@ class AlloX:
                 allocation[head] = 1.0 / inputs.scale_factors[head]
         self.previous = dict(allocation)
         return allocation
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"previous": json_ids(self.previous)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.previous = int_ids(state["previous"], float)
 
     @staticmethod
     def _processing_time(inputs: AllocationInputs, job: int) -> float:

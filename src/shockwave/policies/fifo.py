@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from shockwave.core.mechanism import AllocationInputs
 
 
@@ -23,3 +25,9 @@ class Fifo:
             self.running.append(j)
             free -= inputs.scale_factors[j]
         return {j: 1.0 if j in self.running else 0.0 for j in inputs.job_ids}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"running": list(self.running)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.running = [int(j) for j in state["running"]]

@@ -10,10 +10,13 @@ back to the equal-share allocation, as in the reference.
 
 from __future__ import annotations
 
+from typing import Any
+
 import cvxpy as cp
 import numpy as np
 
 from shockwave.core.mechanism import AllocationInputs
+from shockwave.core.policy import int_ids, json_ids
 from shockwave.policies.lp import SolverFailure, as_allocation, base_constraints, column, solve
 
 
@@ -24,6 +27,18 @@ class FinishTimeFairness:
         self.isolated_time: dict[int, float] = {}
         self.previous_remaining: dict[int, int] = {}
         self.previous_iso_rate: dict[int, float] = {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "isolated_time": json_ids(self.isolated_time),
+            "previous_remaining": json_ids(self.previous_remaining),
+            "previous_iso_rate": json_ids(self.previous_iso_rate),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.isolated_time = int_ids(state["isolated_time"], float)
+        self.previous_remaining = int_ids(state["previous_remaining"], int)
+        self.previous_iso_rate = int_ids(state["previous_iso_rate"], float)
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
         share = inputs.gpus / len(inputs.job_ids)

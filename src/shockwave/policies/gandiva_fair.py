@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from shockwave.core.mechanism import AllocationInputs
+from shockwave.core.mechanism import AllocationInputs, Stateless
 
 
-class GandivaFair:
+class GandivaFair(Stateless):
     name = "gandiva_fair"
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import cvxpy as cp
 
-from shockwave.core.mechanism import AllocationInputs
+from shockwave.core.mechanism import AllocationInputs, Stateless
 from shockwave.policies.lp import as_allocation, base_constraints, column, solve
 
 
-class MaxMinFairness:
+class MaxMinFairness(Stateless):
     name = "max_min_fairness"
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import cvxpy as cp
 
-from shockwave.core.mechanism import AllocationInputs
+from shockwave.core.mechanism import AllocationInputs, Stateless
 from shockwave.policies.lp import as_allocation, base_constraints, column, solve
 
 
-class MaxSumThroughput:
+class MaxSumThroughput(Stateless):
     name = "max_sum_throughput_perf"
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:

@@ -9,13 +9,13 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from shockwave.core.mechanism import AllocationInputs
+from shockwave.core.mechanism import AllocationInputs, Stateless
 from shockwave.policies.lp import as_allocation, base_constraints, column, solve
 
 LOW_S, HIGH_S, RATIO = 100.0, 1e6, 1.05
 
 
-class MinTotalDuration:
+class MinTotalDuration(Stateless):
     name = "min_total_duration"
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, float]:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shockwave.job import steps_per_second
+from shockwave.runtime.clock import Clock
 
 
 @dataclass(frozen=True)
@@ -15,7 +16,7 @@ class Launch:
     """GPUs (and processes) the job runs on."""
     command: list[str]
     deadline: float
-    """Wall-clock time the lease ends unless extended."""
+    """When the lease ends unless extended, on the backend's clock."""
     total_steps: int
     batch_size: int
     checkpoint: bytes | None
@@ -49,6 +50,9 @@ class GangStatus:
 
 
 class Backend(Protocol):
+    clock: Clock
+    """The time leases and reports are in; the scheduler keeps time on it too."""
+
     def start(self, launch: Launch) -> bool:
         """Place the gang and start it; False when its GPUs cannot be had now (it is not started)."""
         ...

@@ -1,16 +1,17 @@
 """An in-process stand-in for a cluster, for fast tests of the runtime scheduler: no Ray, no processes.
 
-A started gang advances at a fixed rate (steps per second of wall clock) after `startup_s`, from where the launch
-says until its deadline or its total, and exits `exit_s` after its deadline (the time a real job takes to write its
-checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count.
+A started gang advances at a fixed rate (steps per second on the backend's clock) after `startup_s`, from where the
+launch says until its deadline or its total, and exits `exit_s` after its deadline (the time a real job takes to
+write its checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count. The clock is virtual unless
+one is given, so a run takes only its computation's time and does not depend on the machine's load.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from shockwave.runtime.backend import GangStatus, Launch
+from shockwave.runtime.clock import Clock, VirtualClock
 
 
 @dataclass
@@ -24,8 +25,16 @@ class _Gang:
 
 
 class FakeBackend:
-    def __init__(self, gpus: int, steps_per_s: float = 100.0, startup_s: float = 0.0, exit_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        gpus: int,
+        steps_per_s: float = 100.0,
+        startup_s: float = 0.0,
+        exit_s: float = 0.0,
+        clock: Clock | None = None,
+    ) -> None:
         self.gpus, self.rate, self.startup_s, self.exit_s = gpus, steps_per_s, startup_s, exit_s
+        self.clock: Clock = clock or VirtualClock()
         self.gangs: dict[int, _Gang] = {}
         self.launches: list[Launch] = []
 
@@ -39,26 +48,26 @@ class FakeBackend:
         if sum(g.launch.gang for g in self.gangs.values()) + launch.gang > self.gpus:
             return False
         start = launch.resume_step  # what a real job does after a batch-size change; else its checkpoint's step
-        self.gangs[launch.job_id] = _Gang(launch, start, time.time(), launch.deadline)
+        self.gangs[launch.job_id] = _Gang(launch, start, self.clock.now(), launch.deadline)
         self.launches.append(launch)
         return True
 
     def extend(self, job_id: int, deadline: float) -> None:
         gang = self.gangs[job_id]
-        if time.time() < gang.deadline:  # a lease that has run out is over: the job is already checkpointing
+        if self.clock.now() < gang.deadline:  # a lease that has run out is over: the job is already checkpointing
             gang.deadline = deadline
 
     def stop(self, job_id: int) -> None:
         gang = self.gangs[job_id]
-        gang.deadline = min(gang.deadline, time.time())
+        gang.deadline = min(gang.deadline, self.clock.now())
 
     def fail(self, job_id: int, reason: str = "member 0 exited with code -9") -> None:
         gang = self.gangs[job_id]
-        gang.failed_at = self._step(gang, time.time())
+        gang.failed_at = self._step(gang, self.clock.now())
         gang.failed = reason
 
     def status(self, job_id: int) -> GangStatus:
-        gang, now = self.gangs[job_id], time.time()
+        gang, now = self.gangs[job_id], self.clock.now()
         step = self._step(gang, now)
         done = step >= gang.launch.total_steps
         exited = gang.failed is not None or done or now >= gang.deadline + self.exit_s
@@ -69,7 +78,7 @@ class FakeBackend:
         return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first if now > first else None)
 
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
-        step = self._step(self.gangs[job_id], time.time())
+        step = self._step(self.gangs[job_id], self.clock.now())
         return (step, str(step).encode()) if step > newer_than else None
 
     def release(self, job_id: int) -> None:

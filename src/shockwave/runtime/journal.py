@@ -3,7 +3,8 @@
 A scheduler killed at any point (kill -9 included) finds, on `--resume`, the state of the last completed round:
 which jobs finished (and when), how far each other job got by its last checkpoint, where that checkpoint is, its
 batch size, restarts and preemptions, and the scheduler's memory (`shockwave.runtime.memory`: what the policy has
-learnt). Checkpoints themselves are files next to the journal.
+learnt). Everything is JSON text: nothing read back is ever code. Checkpoints themselves are files next to the
+journal.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from shockwave.errors import InputError
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS memory (id INTEGER PRIMARY KEY CHECK (id = 0), data BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS memory (id INTEGER PRIMARY KEY CHECK (id = 0), data TEXT NOT NULL);
 """
 
 
@@ -71,11 +72,13 @@ class Journal:
             row_id: JobRecord(**json.loads(text)) for row_id, text in self.db.execute("SELECT id, record FROM jobs")
         }
 
-    def memory(self) -> bytes | None:
+    def memory(self) -> str | bytes | None:
+        """The scheduler memory as stored: JSON text, or bytes from a journal of before memory format 1 (never
+        decoded here: `Memory.loads` refuses them)."""
         row = self.db.execute("SELECT data FROM memory WHERE id = 0").fetchone()
-        return None if row is None else bytes(row[0])
+        return None if row is None else row[0]
 
-    def save(self, settings: dict[str, Any], jobs: list[JobRecord], memory: bytes) -> None:
+    def save(self, settings: dict[str, Any], jobs: list[JobRecord], memory: str) -> None:
         with self.db:
             self.db.execute("INSERT OR REPLACE INTO memory VALUES (0, ?)", (memory,))
             self.db.executemany(

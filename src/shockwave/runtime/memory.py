@@ -4,20 +4,40 @@ The job records say where each job is; the memory says how the policy sees it: i
 time shares and deficits), Shockwave's forecasts, finish-time targets and plan, every admitted job's state, and the
 rounds so far. Without it a resumed run would treat every job as newly arrived and forget whom it owes.
 
-It is pickled: policies are plain Python objects and differ in what they keep. A memory written by another version
-of shockwave that no longer loads is not fatal: the run resumes with a fresh policy, and says so.
+It is plain, versioned data, one JSON object in the journal's `memory` table:
+
+    {"format": 1, "policy": "shockwave", "state": <the policy's state_dict()>,
+     "jobs": {"<job id>": <JobState.state_dict(): the fields that change as the job runs>, ...},
+     "rounds": [[time_s, running_jobs, busy_gpus], ...]}
+
+A job's trace line, profile and model family are not stored: the resumed run rebuilds them from the trace it loads
+anyway. Finite floats round-trip exactly; JSON has no inf or nan, so those are written as the strings "inf", "-inf"
+and "nan", which the policies' float() conversions read back.
+
+Nothing read back is ever code. Journals of earlier versions held a pickle, which runs whatever it names when
+loaded, so a run folder from someone else could do anything; a pickle is never loaded now. A memory that is missing,
+not JSON (an old pickle included), of another format or another policy, or not shaped as that policy's state, is
+refused with an InputError naming the journal, and the run does not start: resuming with a fresh policy would
+silently drop the fairness accounting the run has built. There is no migration: any change to what a policy keeps
+bumps FORMAT, and a journal of another format is resumed by the version that wrote it (or its run is started anew).
 """
 
 from __future__ import annotations
 
-import logging
-import pickle
+import json
+import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from shockwave.core.policy import Policy
+from shockwave.core.policy import Policy, json_ids
 from shockwave.core.state import JobState
+from shockwave.errors import InputError
+from shockwave.workload.profile import JobProfile
+from shockwave.workload.trace import TraceJob
 
-log = logging.getLogger(__name__)
+FORMAT = 1
+"""Version of the memory's layout, the policies' states included."""
 
 
 @dataclass
@@ -34,20 +54,71 @@ class Memory:
     """The admitted jobs, as the policy last saw them."""
     rounds: list[RoundLog]
 
-    def dumps(self) -> bytes:
-        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+    def dumps(self) -> str:
+        memory = {
+            "format": FORMAT,
+            "policy": self.policy.name,
+            "state": self.policy.state_dict(),
+            "jobs": json_ids({job_id: job.state_dict() for job_id, job in self.jobs.items()}),
+            "rounds": [[r.time_s, r.running_jobs, r.busy_gpus] for r in self.rounds],
+        }
+        return json.dumps(_strict(memory), allow_nan=False, separators=(",", ":"))
 
     @classmethod
-    def loads(cls, data: bytes | None, policy_name: str) -> Memory | None:
-        """The journaled memory, or None when there is none or it cannot be read (the run then starts afresh)."""
+    def loads(
+        cls,
+        data: str | bytes | None,
+        policy: Policy,
+        trace: list[TraceJob],
+        profiles: list[JobProfile],
+        path: Path,
+    ) -> Memory:
+        """The memory journaled at `path`, taken up by `policy` (freshly built with the run's settings), the jobs
+        rebuilt from the run's `trace` and `profiles`. Raises InputError when it cannot be used as it is."""
+
+        def refused(reason: str) -> InputError:
+            return InputError(f"cannot resume: the journal's scheduler memory {reason}", path=path)
+
         if data is None:
-            return None
+            raise refused("is missing")
+        if isinstance(data, bytes):
+            raise refused(
+                "is binary, not JSON: shockwave before memory format 1 pickled it, and a pickle is never loaded "
+                "(it can run any code); resume with the version that started the run, or start it anew"
+            )
         try:
-            memory = pickle.loads(data)
-        except Exception as exc:
-            log.warning("the journal's scheduler memory cannot be read (%s): the policy starts afresh", exc)
-            return None
-        if not isinstance(memory, cls) or memory.policy.name != policy_name:
-            log.warning("the journal's scheduler memory is not a %s policy's: the policy starts afresh", policy_name)
-            return None
-        return memory
+            memory = json.loads(data)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise refused(f"is not JSON ({exc})") from None
+        if not isinstance(memory, dict):
+            raise refused(f"is not a JSON object but {type(memory).__name__}")
+        if memory.get("format") != FORMAT:
+            raise refused(
+                f"has format {memory.get('format')!r} and this shockwave reads format {FORMAT} only: resume with "
+                "the version that started the run, or start it anew"
+            )
+        if memory.get("policy") != policy.name:
+            raise refused(f"is the {memory.get('policy')!r} policy's, not the run's {policy.name!r}")
+        try:
+            policy.load_state_dict(memory["state"])
+            jobs = {}
+            for key, state in memory["jobs"].items():
+                job_id = int(key)
+                if not 0 <= job_id < len(trace):
+                    raise IndexError(f"job {job_id} is not in the trace")
+                jobs[job_id] = JobState.restore(job_id, trace[job_id], profiles[job_id], state)
+            rounds = [RoundLog(float(t), int(running), int(busy)) for t, running, busy in memory["rounds"]]
+        except (LookupError, TypeError, ValueError, AttributeError) as exc:
+            raise refused(f"is not a {policy.name} memory of format {FORMAT} ({type(exc).__name__}: {exc})") from None
+        return cls(policy, jobs, rounds)
+
+
+def _strict(value: Any) -> Any:
+    """`value` with every non-finite float as a string ("inf", "-inf", "nan"): strict JSON has no such numbers."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    return value

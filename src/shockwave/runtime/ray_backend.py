@@ -3,18 +3,17 @@
 Ray sets CUDA_VISIBLE_DEVICES for each actor (on a machine without GPUs, logical GPUs are declared and the jobs run
 on CPU). Each actor keeps its member's lease folder on its own node; checkpoints travel through Ray, so a job can
 resume on any node without a shared filesystem. A member process dies with its actor (Linux parent-death signal),
-so nothing is left running when an actor, a node or the scheduler dies.
+so nothing is left running when an actor, a node or the scheduler dies. Without an address, the Ray instance is our
+own: on loopback only, and torn down when the scheduler exits, however it exits (`shockwave.local_ray`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import dataclasses
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -27,18 +26,15 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from shockwave import job as lease_files
 from shockwave.errors import InputError
+from shockwave.lifetime import die_with_parent
+from shockwave.local_ray import LocalRay
 from shockwave.runtime.backend import GangStatus, Launch
+from shockwave.runtime.clock import Clock, WallClock
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 PLACEMENT_TIMEOUT_S = 10.0
 RELEASE_TIMEOUT_S = 30.0
-
-
-def _die_with_parent() -> None:
-    """Runs in the member process before exec: SIGKILL it when its actor dies (Linux prctl PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
 
 
 class GangMember:
@@ -71,7 +67,7 @@ class GangMember:
         environment = {**os.environ, **env}
         with self.log_path.open("ab") as output:
             self.process = subprocess.Popen(
-                command, env=environment, stdout=output, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                command, env=environment, stdout=output, stderr=subprocess.STDOUT, preexec_fn=die_with_parent
             )
         return self.process.pid
 
@@ -115,13 +111,15 @@ class RayBackend:
         if strategy not in STRATEGIES:
             raise InputError(f"placement strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         self.strategy = strategy
+        self.clock: Clock = WallClock()  # members read their deadlines on their node's time.time()
         self.run_id = run_id or f"run-{int(time.time())}-{os.getpid()}"
         self.started_ray = not ray.is_initialized()
+        self.local: LocalRay | None = None
         if self.started_ray:
             if address is None:
                 # A local instance with logical GPUs; CPUs are declared generously because members are mostly idle
                 # while waiting on their data-parallel peers, and a GPU job must never wait for a CPU slot.
-                ray.init(
+                self.local = LocalRay(
                     num_gpus=gpus,
                     num_cpus=max(gpus, os.cpu_count() or 1) + 2,
                     include_dashboard=False,
@@ -176,7 +174,7 @@ class RayBackend:
         ray.get([m.set_deadline.remote(deadline) for m in self.gangs[job_id][1]])
 
     def stop(self, job_id: int) -> None:
-        self.extend(job_id, time.time())
+        self.extend(job_id, self.clock.now())
 
     def status(self, job_id: int) -> GangStatus:
         try:
@@ -236,5 +234,7 @@ class RayBackend:
     def close(self) -> None:
         for job_id in list(self.gangs):
             self.release(job_id)
-        if self.started_ray:
+        if self.local is not None:
+            self.local.close()
+        elif self.started_ray:
             ray.shutdown()

@@ -23,15 +23,16 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+from shockwave.atomic import ensure_writable
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError, require_extra
 from shockwave.metrics import JobOutcome, summarize_run
+from shockwave.provenance import provenance, with_command
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.memory import Memory
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
 from shockwave.workload.profile import build_profile, load_workload, schedule_from_switches
-from shockwave.workload.summary import makespan_lower_bound
 from shockwave.workload.throughput import DEFAULT_GPU_TYPE, TableThroughputs, ThroughputModel, UnknownThroughput
 from shockwave.workload.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
@@ -148,10 +149,14 @@ def _resumed(request: RunRequest, journal: Journal) -> RunRequest:
     return dataclasses.replace(request, **values)
 
 
-def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = None) -> dict[str, Any]:
+def run(
+    request: RunRequest, backend: Callable[[RunRequest], Backend] | None = None, command: list[str] | None = None
+) -> dict[str, Any]:
+    """Run (or resume) the request's trace; `command` is recorded in the result's provenance."""
     from shockwave.policies.registry import canonical_name, make_policy
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
+    ensure_writable(request.out)
     if request.resume and not request.journal_path.exists():
         raise InputError("no journal to resume from", path=request.journal_path)
     if not request.resume and request.journal_path.exists():
@@ -159,8 +164,11 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
             "a journal already exists here: add --resume to continue that run, or choose another --journal / --out",
             path=request.journal_path,
         )
-    if not (request.time_scale > 0 and request.round_seconds > 0):
-        raise InputError("--time-scale and --round-seconds must be > 0")
+    if not all(math.isfinite(v) and v > 0 for v in (request.time_scale, request.round_seconds)):
+        raise InputError("--time-scale and --round-seconds must be finite numbers > 0")
+    realloc = request.realloc_seconds
+    if realloc is not None and not (math.isfinite(realloc) and realloc >= 0):
+        raise InputError(f"--realloc-seconds must be a finite number >= 0, got {realloc}")
     journal = Journal(request.journal_path)
     if request.resume:
         request = _resumed(request, journal)
@@ -172,9 +180,12 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
     write_trace(jobs, request.out / "trace.scaled.trace")
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
-    memory = Memory.loads(journal.memory(), name) if request.resume else None
-    if memory is None:
-        memory = Memory(make_policy(name, min_realloc_interval_s=interval, shockwave_config=config), {}, [])
+    profiles = [build_profile(job, tm) for job in jobs]
+    policy = make_policy(name, min_realloc_interval_s=interval, shockwave_config=config)
+    if request.resume:
+        memory = Memory.loads(journal.memory(), policy, jobs, profiles, request.journal_path)
+    else:
+        memory = Memory(policy, {}, [])
     if backend is None:
         require_extra("ray", "cluster", "shockwave run")
         from shockwave.runtime.ray_backend import RayBackend
@@ -191,7 +202,7 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
     )
     scheduler = RuntimeScheduler(
         jobs,
-        [build_profile(job, tm) for job in jobs],
+        profiles,
         tm,
         ClusterSpec(request.gpus),
         memory.policy,
@@ -208,8 +219,20 @@ def run(request: RunRequest, backend: Callable[[RunRequest], Backend] | None = N
     finally:
         cluster_backend.close()
     result = _result(request, name, scheduler, tm, jobs)
+    if command is not None:
+        with_command(result, command)
     (request.out / "results.json").write_text(json.dumps([result], indent=1))
     return result
+
+
+def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], gpus: int) -> float:
+    """The makespan no schedule could beat with the work as this run really did it: each job's training time (GPU
+    time less its start-ups) after its arrival, and all of it spread over every GPU. A bound from the throughput
+    table would not be one: real rates differ from the table's (a 6-job run once finished in 0.56x of it). Only
+    finished jobs count, as only they count in the makespan."""
+    training = {i: max(0.0, r.run_seconds - sum(r.startups)) for i, r in records.items() if r.status == "done"}
+    per_job = max((jobs[i].arrival + t for i, t in training.items() if t > 0), default=0.0)
+    return max(per_job, sum(t * jobs[i].scale_factor for i, t in training.items()) / gpus)
 
 
 def _result(
@@ -244,7 +267,7 @@ def _result(
         makespan_s=makespan,
         gpu_busy_s=[busy / request.gpus] * request.gpus,
         num_rounds=scheduler.view.round_index,
-        makespan_lower_bound_s=makespan_lower_bound(jobs, profiles, request.gpus),
+        makespan_lower_bound_s=_realised_lower_bound(jobs, records, request.gpus),
     )
     extra = {i: records[i] for i in done}
     for job in summary["jobs"]:
@@ -269,10 +292,12 @@ def _result(
         "throughputs": "measured",
         "time_scale": request.time_scale,
         **summary,
+        "complete": not failed,
         "unfinished_jobs": sorted(failed),
         "failed_jobs": {str(k): v for k, v in failed.items()},
         "wall_seconds": scheduler.elapsed(),
         "restart_overhead_s": fmean(startups) if startups else None,
         **scheduler.policy.summary(),
         "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in scheduler.rounds],
+        "provenance": provenance(),
     }

@@ -1,4 +1,4 @@
-"""The scheduling core on the wall clock: the same policies as the simulator, deciding for real jobs on a backend.
+"""The scheduling core on its backend's clock: the same policies as the simulator, deciding for real jobs.
 
 Each round (every `round_seconds`):
 1. observe every running gang: steps done, measured throughput (smoothed), newer checkpoints (collected, so a lost
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.runtime.backend import Backend, GangStatus, Launch
+from shockwave.runtime.clock import Clock
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.memory import Memory, RoundLog
 from shockwave.workload.profile import JobProfile
@@ -84,7 +84,8 @@ class RuntimeScheduler:
     """Jobs the policy already knows (a resumed run's memory): taken back to their journaled checkpoints."""
 
     def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
-        self.start_wall: float = self.run_settings.setdefault("start_wall", time.time())
+        self.clock: Clock = self.backend.clock
+        self.start_wall: float = self.run_settings.setdefault("start_wall", self.clock.now())
         self.view = SchedulerView(
             now=0.0,
             round_index=self.run_settings.get("rounds", 0),
@@ -105,12 +106,12 @@ class RuntimeScheduler:
 
     # -- the clock --------------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
-        return time.time() - self.start_wall
+        return self.clock.now() - self.start_wall
 
     def run(self) -> None:
         try:
             while not self._all_settled():
-                decided = time.time()
+                decided = self.clock.now()
                 self.view.now = self.elapsed()
                 self._observe()
                 self._admit()
@@ -129,8 +130,8 @@ class RuntimeScheduler:
 
     def _tend_until(self, end: float) -> None:
         """Wait for the round's end, granting batch-size requests on the way (the job keeps its lease)."""
-        while (remaining := end - time.time()) > 0:
-            time.sleep(min(POLL_S, remaining))
+        while (remaining := end - self.clock.now()) > 0:
+            self.clock.sleep(min(POLL_S, remaining))
             for job_id in list(self.running):
                 status = self.backend.status(job_id)
                 if status.exited and status.requested_batch_size is not None and not status.done:
@@ -170,7 +171,7 @@ class RuntimeScheduler:
             smoothed = rate if lease.prior_rate is None else EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate
             record.rates[str(lease.batch_size)] = record.measured_throughput = state.throughput = smoothed
         steps = status.step - lease.last_step
-        since = lease.last_report or status.first_step_at
+        since = lease.last_report if lease.last_report is not None else status.first_step_at
         if steps > 0 and since is not None and status.reported_at > since:
             self.policy.round_executed(self.view, state, status.reported_at - since, steps)
         state.steps_done = min(status.step, state.total_steps)
@@ -194,7 +195,8 @@ class RuntimeScheduler:
         self._release(job_id)
         if status.done:
             record.status, record.steps = "done", state.total_steps
-            record.finish_s = (status.reported_at or time.time()) - self.start_wall
+            finished = status.reported_at if status.reported_at is not None else self.clock.now()
+            record.finish_s = finished - self.start_wall
             state.steps_done = state.total_steps
             state.last_finish_s = record.finish_s
             self._remove(job_id)
@@ -250,7 +252,7 @@ class RuntimeScheduler:
             record = self.records[job_id]
             settled = record.status in ("done", "failed")
             if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
-                continue  # a resumed run without a readable memory re-admits its active jobs here
+                continue
             throughput = record.rates.get(str(record.batch_size)) or self.throughputs.throughput(
                 spec.model, record.batch_size, spec.scale_factor
             )
@@ -270,12 +272,12 @@ class RuntimeScheduler:
         keep = set(chosen)
         for job_id in chosen:
             if job_id in self.running:
-                self._extend(job_id, self._lease_end(time.time()))
+                self._extend(job_id, self._lease_end(self.clock.now()))
         stopping = [j for j in self.running if j not in keep]
         for job_id in stopping:
             self.backend.stop(job_id)
         self._drain(stopping)
-        round_start = time.time()
+        round_start = self.clock.now()
         deadline = self._lease_end(round_start)
         for job_id in chosen:
             if job_id in self.running:
@@ -294,19 +296,19 @@ class RuntimeScheduler:
     def _drain(self, stopping: list[int]) -> None:
         """Wait for preempted jobs to checkpoint and exit; one that does not in time is killed, and one that has not
         taken its first step yet (still starting: nothing to save) is not waited for."""
-        give_up = time.time() + self.settings.stop_timeout_s
+        give_up = self.clock.now() + self.settings.stop_timeout_s
         waiting = list(stopping)
         while waiting:
             for job_id in list(waiting):
                 status = self.backend.status(job_id)
                 starting = status.first_step_at is None and status.failure is None
-                if status.exited or starting or time.time() > give_up:
+                if status.exited or starting or self.clock.now() > give_up:
                     self._look(job_id, status)
                     if not status.done and status.failure is None:
                         self.records[job_id].preemptions += 1
                     self._ended(job_id, status)
                     waiting.remove(job_id)
-            time.sleep(0.05)
+            self.clock.sleep(0.05)
 
     def _start(self, job_id: int, deadline: float, wanted: float) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]

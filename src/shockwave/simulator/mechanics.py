@@ -12,6 +12,11 @@ from dataclasses import dataclass, replace
 
 from shockwave.errors import InputError
 
+MAX_SECONDS = 365 * 24 * 3600.0
+"""Longest round, restart cost or reallocation interval accepted (the reference uses 120 s, 20 s and 1000 s)."""
+MAX_ROUNDS = 1_000_000
+"""Most rounds a simulation may need (the canonical trace needs about 200 at 120 s, 22,000 at 1 s)."""
+
 
 @dataclass(frozen=True)
 class Mechanics:
@@ -31,6 +36,9 @@ class Mechanics:
     deadline_factor: float | None = 1.5
     """A job that has run this many times its T_iso is completed as is (None: never)."""
     max_failed_rounds: int = 5
+    finish_past_last_step: bool = False
+    """A job whose batch-size switch rounded its progress past its last step is finished at once; the reference
+    keeps it in the schedule, making no progress, until `max_failed_rounds` empty rounds give it up."""
     consolidate_gangs: bool = False
     """Place a new gang on the fullest server that fits it whole (matters with --gpus-per-server > 1)."""
     restart_cost_by_gang: tuple[tuple[int, float], ...] = ()
@@ -40,10 +48,32 @@ class Mechanics:
         return next((cost for size, cost in self.restart_cost_by_gang if size == gang), self.restart_cost_s)
 
     def __post_init__(self) -> None:
-        if not self.round_seconds > 0:
-            raise InputError(f"--round-seconds must be > 0, got {self.round_seconds}")
+        """Times are finite and at most a year (NaN fails every comparison): an infinite round or restart cost
+        would reach the simulator's integer arithmetic as a traceback, not an answer."""
+        year = f"at most a year ({MAX_SECONDS:.0f})"
+        if not 0 < self.round_seconds <= MAX_SECONDS:
+            raise InputError(f"--round-seconds must be > 0 and {year}, got {self.round_seconds}")
+        restart_costs = [("--restart-seconds", self.restart_cost_s)]
+        restart_costs += [("--restart-seconds-by-gang", cost) for _, cost in self.restart_cost_by_gang]
+        for flag, seconds in restart_costs:
+            if not 0 <= seconds <= MAX_SECONDS:
+                raise InputError(f"{flag}: a restart cost must be >= 0 seconds and {year}, got {seconds}")
+        if any(gang < 1 for gang, _ in self.restart_cost_by_gang):
+            raise InputError(f"--restart-seconds-by-gang: gang sizes must be >= 1, got {self.restart_cost_by_gang}")
+        if not 0 <= self.min_realloc_interval_s <= MAX_SECONDS:
+            raise InputError(f"--realloc-seconds must be >= 0 and {year}, got {self.min_realloc_interval_s}")
         if self.switch_delay_rounds not in (0, 1):
             raise InputError("switch_delay_rounds must be 0 or 1")
+
+    def require_rounds(self, makespan_lower_bound_s: float) -> None:
+        """Refuse a round far shorter than the trace's timescale: no schedule ends before the lower bound, so the
+        simulation would take more than MAX_ROUNDS rounds and run for hours instead of failing."""
+        rounds = makespan_lower_bound_s / self.round_seconds
+        if rounds > MAX_ROUNDS:
+            raise InputError(
+                f"--round-seconds {self.round_seconds:g} is too short for this trace: it needs at least {rounds:.3g} "
+                f"rounds (the makespan is at least {makespan_lower_bound_s:.0f} s); at most {MAX_ROUNDS} are simulated"
+            )
 
     def with_round_seconds(self, seconds: float) -> Mechanics:
         """Another round length; the "almost a full round" margin keeps its share of the round (5 s of 120 s)."""
@@ -59,16 +89,11 @@ class Mechanics:
     ) -> Mechanics:
         """The preset with a measured restart cost or another reallocation interval (e.g. to match a real run)."""
         changes: dict[str, object] = {}
-        for seconds in [restart_cost_s, *(restart_cost_by_gang or {}).values()]:
-            if seconds is not None and not seconds >= 0:
-                raise InputError(f"a restart cost must be >= 0 seconds, got {seconds}")
         if restart_cost_s is not None:
             changes["restart_cost_s"] = restart_cost_s
         if restart_cost_by_gang:
             changes["restart_cost_by_gang"] = tuple(sorted(restart_cost_by_gang.items()))
         if min_realloc_interval_s is not None:
-            if min_realloc_interval_s < 0:
-                raise InputError(f"--realloc-seconds must be >= 0, got {min_realloc_interval_s}")
             changes["min_realloc_interval_s"] = min_realloc_interval_s
         return replace(self, **changes)
 
@@ -82,6 +107,7 @@ PRESETS = {
         accordion_profile_rule=True,
         deadline_factor=None,
         consolidate_gangs=True,
+        finish_past_last_step=True,
     ),
 }
 

@@ -9,9 +9,11 @@ from typing import Any
 from shockwave.cluster import ClusterSpec
 from shockwave.policies.registry import canonical_name, make_policy
 from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload.profile import load_workload
+from shockwave.workload.summary import makespan_lower_bound
 from shockwave.workload.trace import require_gangs_fit
 
 
@@ -33,6 +35,7 @@ def simulate(
     name = canonical_name(policy)
     tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
     require_gangs_fit(jobs, cluster.gpus, trace)
+    mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
     chosen = make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, shockwave_config=config)
     engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None)
     result = engine.run()
@@ -44,4 +47,4 @@ def simulate(
         "round_seconds": mechanics.round_seconds,
         "throughputs": tm.name,
     }
-    return {**header, **result.summary}, result
+    return {**header, **result.summary, "provenance": provenance(mechanics)}, result

@@ -25,6 +25,10 @@ GANG_SIZES = (1, 2, 4, 8)
 BUCKET_PROBABILITIES = (0.72, 0.2, 0.05, 0.03)
 BUCKET_QUANTILES = (0.2, 0.5, 0.9)
 SHORT_ACCORDION_S = 1000  # accordion jobs shorter than this become static (they would adapt into tiny jobs)
+MAX_COUNT = 1_000_000
+"""Most jobs, and most candidate durations, a trace is generated with (the released traces have 900 and 1000)."""
+MAX_HOURS = 365 * 24
+"""Longest job duration (and mean inter-arrival time) accepted: a year, as `trace check` accepts."""
 
 
 @dataclass(frozen=True)
@@ -39,12 +43,20 @@ class GeneratorParams:
     gpu_mix: tuple[float, float, float, float] = (0.6, 0.3, 0.09, 0.01)
 
     def validate(self) -> None:
-        if self.jobs < 1:
-            raise InputError(f"--jobs must be >= 1, got {self.jobs}")
-        if not 0 < self.min_hours <= self.max_hours or not math.isfinite(self.max_hours):
-            raise InputError(f"need 0 < --min-hours <= --max-hours, got {self.min_hours} and {self.max_hours}")
-        if not math.isfinite(self.lam) or self.lam < 0:
-            raise InputError(f"--lam (mean inter-arrival seconds) must be >= 0, got {self.lam}")
+        """Every knob in a range the generator can honour (NaN fails every comparison); beyond the bounds it would
+        run out of memory or overflow instead of answering."""
+        if not 1 <= self.jobs <= MAX_COUNT:
+            raise InputError(f"--jobs must be >= 1 and <= {MAX_COUNT}, got {self.jobs}")
+        if not 0 < self.min_hours <= self.max_hours <= MAX_HOURS:
+            raise InputError(
+                f"need 0 < --min-hours <= --max-hours <= {MAX_HOURS} (a year), got {self.min_hours}, {self.max_hours}"
+            )
+        if not 0 <= self.lam <= MAX_HOURS * 3600:
+            raise InputError(f"--lam (mean inter-arrival seconds) must be >= 0 and at most a year, got {self.lam}")
+        if not 0 <= self.seed < 2**32:
+            raise InputError(f"--seed must be >= 0 and < 2**32 (NumPy's seed range), got {self.seed}")
+        if self.num_durations > MAX_COUNT:
+            raise InputError(f"--num-durations must be <= {MAX_COUNT}, got {self.num_durations}")
         for flag, mix, size in (("--mode-mix", self.mode_mix, 3), ("--gpu-mix", self.gpu_mix, 4)):
             if len(mix) != size or any(not math.isfinite(p) or p < 0 for p in mix) or abs(sum(mix) - 1) > 1e-3:
                 raise InputError(f"{flag} needs {size} non-negative probabilities summing to 1, got {mix}")
@@ -116,5 +128,6 @@ def generate(params: GeneratorParams, throughputs: ThroughputModel) -> list[Trac
             raise InputError(f"cannot generate job {index}: {exc}") from None
         if index > 0 and params.lam > 0:
             arrival += -math.log(1.0 - arrival_rng.random()) * params.lam
-        jobs.append(catalog_job(fam.name, bs, gang, int(duration * rate), mode, float(int(arrival)), int(duration)))
+        steps = max(1, int(duration * rate))  # a sub-second duration still trains (a trace needs >= 1 step)
+        jobs.append(catalog_job(fam.name, bs, gang, steps, mode, float(int(arrival)), int(duration)))
     return jobs

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import math
+import reprlib
 from pathlib import Path
 from typing import Protocol
 
@@ -56,10 +57,11 @@ class TableThroughputs:
                 raise InputError(f"entry for GPU type {gpu_type!r} is not an object", path=path)
             for key, values in entries.items():
                 job_type, sf = _parse_key(key, path)
-                value = values.get("null") if isinstance(values, dict) else None
-                if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+                given = values.get("null") if isinstance(values, dict) else values
+                value = _rate(given) if isinstance(values, dict) else None
+                if value is None:
                     raise InputError(
-                        f"'null' throughput must be a finite number >= 0, got {value!r}",
+                        f"'null' throughput must be a finite number >= 0, got {reprlib.repr(given)}",
                         path=path,
                         field=f"{gpu_type}/{key}",
                     )
@@ -69,7 +71,7 @@ class TableThroughputs:
                     model, bs = split_job_type(job_type)
                 except ValueError as exc:
                     raise InputError(str(exc), path=path, field=f"{gpu_type}/{key}") from None
-                table[(gpu_type, model, bs, sf)] = float(value)
+                table[(gpu_type, model, bs, sf)] = value
         return cls(table, name=str(path))
 
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
@@ -91,12 +93,23 @@ class TableThroughputs:
         return out
 
 
+def _rate(value: object) -> float | None:
+    """A finite number >= 0 as a float, else None (booleans too: JSON keeps them apart from numbers)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        rate = float(value)
+    except OverflowError:  # an integer with hundreds of digits
+        return None
+    return rate if math.isfinite(rate) and rate >= 0 else None
+
+
 def _parse_key(key: str, path: Path) -> tuple[str, int]:
     try:
         job_type, sf = ast.literal_eval(key)
-    except (ValueError, SyntaxError, TypeError):
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         raise InputError(f"key {key!r} is not of the form \"('<job type>', <scale factor>)\"", path=path) from None
-    if not isinstance(job_type, str) or not isinstance(sf, int) or sf < 1:
+    if not isinstance(job_type, str) or not isinstance(sf, int) or isinstance(sf, bool) or sf < 1:
         raise InputError(f"key {key!r} must hold a job type string and a scale factor >= 1", path=path)
     return job_type, sf
 

@@ -3,6 +3,10 @@
 Columns: job_type, command, working_directory, num_steps_arg, needs_data_dir, total_steps, scale_factor, mode,
 priority_weight, SLO, duration, arrival_time. Writing uses the reference's formatting, so reading a reference trace
 and writing it back gives the same bytes.
+
+A job's profile holds one entry per epoch, so `total_steps` is bounded before anything is expanded: at most
+MAX_EPOCHS epochs of its model and batch size, and (with a throughput model) at most MAX_RUNTIME_S of training at its
+initial batch size. Both are far beyond any real job; a typo's 10^12 steps would otherwise take minutes and gigabytes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shockwave.errors import InputError
+from shockwave.textfile import read_text
 from shockwave.workload.catalog import FAMILIES, MODES, split_job_type
 from shockwave.workload.throughput import ThroughputModel, knows
 
@@ -33,6 +38,13 @@ COLUMNS = (
     "duration",
     "arrival_time",
 )
+MAX_EPOCHS = 100_000
+"""The released traces need at most ~21,000 (a 5-hour Recommendation job at batch size 4096); the per-epoch profile
+of a job at this bound takes about a second to build."""
+MAX_RUNTIME_S = 365 * 24 * 3600.0
+"""A year of training at the job's initial batch size; the released traces' longest job is 5 hours."""
+COMMON_GANGS = (1, 2, 4, 8)
+"""Gang sizes probed to tell a missing gang size from a missing model when a throughput model lacks a job."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +126,7 @@ def format_line(job: TraceJob) -> str:
 
 
 def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> None:
-    Path(path).write_text("".join(format_line(job) + "\n" for job in jobs))
+    Path(path).write_text("".join(format_line(job) + "\n" for job in jobs), encoding="utf-8")
 
 
 class _LineParser:
@@ -154,9 +166,11 @@ class _LineParser:
     def parse(self) -> TraceJob:
         job_type = self.fields["job_type"]
         try:
-            model, _ = split_job_type(job_type)
+            model, batch_size = split_job_type(job_type)
             if model not in FAMILIES:
                 self.problem("job_type", f"unknown model {model!r}; known models: {', '.join(FAMILIES)}")
+            if batch_size < 1:
+                self.problem("job_type", f"batch size must be >= 1, got {batch_size}")
         except ValueError as exc:
             self.problem("job_type", str(exc))
         if self.fields["needs_data_dir"] not in ("0", "1"):
@@ -186,12 +200,7 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
     With `throughputs`, a job whose (model, batch size, gang size) has no known throughput is a problem too.
     """
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError("trace file not found", path=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read trace: {exc}", path=path) from None
+    text = read_text(path, "trace file")
     jobs: list[TraceJob] = []
     problems: list[InputError] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -207,15 +216,8 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
             continue
         parser = _LineParser(path, lineno, fields)
         job = parser.parse()
-        if (
-            not parser.problems
-            and throughputs is not None
-            and not knows(throughputs, job.model, job.batch_size, job.scale_factor)
-        ):
-            parser.problem(
-                "job_type",
-                f"unknown model: no throughput for {job.job_type} on {job.scale_factor} GPU(s) in {throughputs.name}",
-            )
+        if not parser.problems:
+            _check_against_catalog(parser, job, throughputs)
         problems.extend(parser.problems)
         jobs.append(job)
     if not jobs and not problems:
@@ -227,6 +229,36 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
         log.warning("%s: arrival times are out of order; jobs were sorted by arrival", path)
         jobs = [jobs[i] for i in order]
     return jobs
+
+
+def _check_against_catalog(parser: _LineParser, job: TraceJob, throughputs: ThroughputModel | None) -> None:
+    """A well-formed line's job can be profiled: its gang and batch size are known and its length is bounded."""
+    fam = FAMILIES[job.model]
+    if job.scale_factor > 1 and not fam.distributable:
+        parser.problem("scale_factor", f"{job.model} does not train distributed: its gang size must be 1")
+        return
+    if throughputs is not None and not knows(throughputs, job.model, job.batch_size, job.scale_factor):
+        where = f"no throughput for {job.job_type} on {job.scale_factor} GPU(s) in {throughputs.name}"
+        gangs = [g for g in COMMON_GANGS if knows(throughputs, job.model, job.batch_size, g)]
+        if gangs:
+            parser.problem("scale_factor", f"{where} (only on {', '.join(map(str, gangs))})")
+        else:
+            parser.problem("job_type", f"unknown model: {where}")
+        return
+    epochs = -(-job.total_steps // fam.iterations_per_epoch(job.batch_size))
+    if epochs > MAX_EPOCHS:
+        parser.problem(
+            "total_steps",
+            f"{job.total_steps} steps are {epochs} epochs of {job.job_type}; at most {MAX_EPOCHS} are accepted",
+        )
+    elif throughputs is not None:
+        rate = throughputs.throughput(job.model, job.batch_size, job.scale_factor)
+        if job.total_steps > rate * MAX_RUNTIME_S:
+            parser.problem(
+                "total_steps",
+                f"{job.total_steps} steps take {job.total_steps / rate / 86400:.0f} days at {rate:.3g} steps/s; "
+                f"at most {MAX_RUNTIME_S / 86400:.0f} days are accepted",
+            )
 
 
 def require_gangs_fit(jobs: list[TraceJob], gpus: int, path: str | Path) -> None:

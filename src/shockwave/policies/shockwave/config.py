@@ -1,13 +1,17 @@
 """Shockwave's hyperparameters, read from the reference's JSON files (spec §4.1) and checked before any run.
 
-Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram` is accepted because every reference file carries
-it, but nothing reads it (the reference's optimizer never did either). `solver_num_threads` caps HiGHS's threads.
-Two keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS) and `welfare_slack`.
+Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram`, `solver_timeout` and `solver_num_threads` are
+accepted because every reference file carries them, but nothing reads them: the reference's optimizer never read
+`gpu_ram`, and a wall-clock limit or a thread count that follows the machine would make plans depend on the
+machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
+everywhere). Three keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS),
+`welfare_slack` and `solver_max_nodes`.
 """
 
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass, fields
 from itertools import pairwise
 from pathlib import Path
@@ -18,6 +22,8 @@ from shockwave.jsonfile import read_json_object
 
 JSON_NAMES = {"lam": "lambda"}
 """Field names that differ from the reference's JSON keys (`lambda` is a Python keyword)."""
+MAX_FUTURE_ROUNDS = 10_000
+"""500 times the reference's planning window; every re-solve lays out this many rounds."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,12 @@ class ShockwaveConfig:
     """Breakpoints of the piecewise-linear log of normalised progress; must start at 0 and end at 1."""
     solver_rel_gap: float = 1e-3
     solver_timeout: float = 15.0
-    """Seconds HiGHS may spend on one solve before its best plan so far is taken."""
+    """Accepted, not used (see the module docstring)."""
     solver_num_threads: int = 24
+    """Accepted, not used (see the module docstring)."""
+    solver_max_nodes: int = 10_000
+    """Branch-and-bound nodes HiGHS may explore in one solve before its best plan so far is taken: a limit that
+    gives the same plan on any machine under any load. Solves of the released traces need 1 node."""
     gpu_ram: float = 16.0
     resolve_every_rounds: int = 8
     """Re-solve at least this often even when no job arrives or completes (the reference's REOPT_ROUNDS)."""
@@ -45,13 +55,14 @@ class ShockwaveConfig:
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str, str]] = [
-            (self.future_rounds >= 1, "future_rounds", "must be an integer >= 1"),
+            (1 <= self.future_rounds <= MAX_FUTURE_ROUNDS, "future_rounds", f"must be in [1, {MAX_FUTURE_ROUNDS}]"),
             (self.k >= 0, "k", "must be >= 0"),
             (self.lam >= 0, "lambda", "must be >= 0"),
             (self.rhomax > 0, "rhomax", "must be > 0"),
             (0 < self.solver_rel_gap < 1, "solver_rel_gap", "must be in (0, 1)"),
             (self.solver_timeout > 0, "solver_timeout", "must be > 0 seconds"),
             (self.solver_num_threads >= 1, "solver_num_threads", "must be an integer >= 1"),
+            (self.solver_max_nodes >= 1, "solver_max_nodes", "must be an integer >= 1"),
             (self.gpu_ram > 0, "gpu_ram", "must be > 0"),
             (self.resolve_every_rounds >= 1, "resolve_every_rounds", "must be an integer >= 1"),
             (0 <= self.welfare_slack <= 1, "welfare_slack", "must be in [0, 1]"),
@@ -97,16 +108,22 @@ def _coerce(key: str, value: Any, kind: Any, path: str | Path | None) -> Any:
     kind = str(kind)
     if "tuple" in kind:
         if not isinstance(value, list) or not all(_is_number(v) for v in value):
-            raise InputError(f"must be a list of numbers, got {value!r}", path=path, field=key)
+            raise InputError(f"must be a list of finite numbers, got {reprlib.repr(value)}", path=path, field=key)
         return tuple(float(v) for v in value)
     if not _is_number(value):
-        raise InputError(f"must be a finite number, got {value!r}", path=path, field=key)
+        raise InputError(f"must be a finite number, got {reprlib.repr(value)}", path=path, field=key)
     if kind == "int":
-        if float(value) != int(value):
+        if isinstance(value, float) and not value.is_integer():
             raise InputError(f"must be an integer, got {value!r}", path=path, field=key)
         return int(value)
     return float(value)
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite int or float that fits a float (JSON allows integers of any length)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,12 @@ class FinishTimeTargets:
 
     def forget(self, job_id: int) -> None:
         self.series.pop(job_id, None)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {str(j): [[r, float(value)] for r, value in series] for j, series in self.series.items()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.series = {int(j): [(int(r), float(value)) for r, value in series] for j, series in state.items()}
 
     def target(self, job_id: int, round_index: int) -> float:
         series = self.series[job_id]

@@ -32,8 +32,10 @@ That finishes short jobs sooner instead of spreading the cluster thinly (see the
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
 from dataclasses import dataclass
 
 import highspy
@@ -113,11 +115,12 @@ class MarketSolution:
     fairness: Fairness
     rounds: list[list[int]] | None = None
     """Job rows per round, when solved with one binary per job and round."""
-    timed_out: bool = False
+    limited: bool = False
+    """A solve stopped on `solver_max_nodes` and its best plan so far was used."""
 
 
 class SolverFailure(RuntimeError):
-    """HiGHS returned no usable solution (error, or time limit without an incumbent)."""
+    """HiGHS returned no usable solution (an error, or a node limit without an incumbent)."""
 
 
 def log_segments(bases: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -149,16 +152,16 @@ def solve_market(
     values = _run(solver)
     if values is None:
         return None
-    timed_out = solver.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
+    limited = solver.getModelStatus() in LIMITED
     objective = solver.getInfo().objective_function_value
-    values, second_timed_out = _prefer_completion(solver, model, values, config)
+    values, second_limited = _prefer_completion(solver, model, values, config)
     n, h = inputs.jobs, inputs.rounds
     counts = np.rint(values[:n]).astype(int)
     rounds = None
     if exact:
         x = np.rint(values[model.x : model.x + n * h]).reshape(n, h)
         rounds = [np.flatnonzero(x[:, r]).tolist() for r in range(h)]
-    return MarketSolution(counts, objective, fairness, rounds, timed_out or second_timed_out)
+    return MarketSolution(counts, objective, fairness, rounds, limited or second_limited)
 
 
 def _prefer_completion(
@@ -173,8 +176,8 @@ def _prefer_completion(
     solver.changeColsCost(len(columns), columns, model.completion)
     _warm_start(solver, values)
     second = _run(solver)
-    timed_out = solver.getModelStatus() == highspy.HighsModelStatus.kTimeLimit
-    return (values, timed_out) if second is None else (second, timed_out)
+    limited = solver.getModelStatus() in LIMITED
+    return (values, limited) if second is None else (second, limited)
 
 
 class _Model:
@@ -287,13 +290,9 @@ def _chords(inputs: MarketInputs, config: ShockwaveConfig) -> tuple[np.ndarray, 
     return jobs, values[jobs, at] - slope * at, slope
 
 
-USABLE = (
-    highspy.HighsModelStatus.kOptimal,
-    highspy.HighsModelStatus.kTimeLimit,
-    highspy.HighsModelStatus.kInterrupt,
-    highspy.HighsModelStatus.kSolutionLimit,
-    highspy.HighsModelStatus.kIterationLimit,
-)
+LIMITED = (highspy.HighsModelStatus.kSolutionLimit, highspy.HighsModelStatus.kIterationLimit)
+"""Stopped on a node or iteration limit with a feasible plan: counted, and the same on any machine."""
+USABLE = (highspy.HighsModelStatus.kOptimal, *LIMITED)
 FEASIBLE_POINT = 2  # HiGHS's primal_solution_status for "a feasible point is known"
 
 
@@ -313,14 +312,30 @@ def _check_finite(inputs: MarketInputs, fairness: Fairness) -> None:
         raise SolverFailure("the market's fairness bound is NaN")
 
 
+@functools.cache
+def _banner_shown() -> None:
+    """HiGHS prints a banner on stdout when a process creates its first solver: create that one with stdout shut,
+    so output stays what the user asked for (JSON with --json) at every verbosity."""
+    sys.stdout.flush()
+    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    try:
+        highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
 def _solver(lp: highspy.HighsLp, config: ShockwaveConfig) -> highspy.Highs:
+    _banner_shown()
     solver = highspy.Highs()
     for option, value in (
         ("output_flag", False),
         ("mip_rel_gap", config.solver_rel_gap),
-        ("time_limit", config.solver_timeout),
+        ("mip_max_nodes", config.solver_max_nodes),
         ("random_seed", 0),
-        ("threads", min(config.solver_num_threads, os.cpu_count() or 1)),
+        ("threads", 1),
     ):
         solver.setOptionValue(option, value)
     solver.passModel(lp)

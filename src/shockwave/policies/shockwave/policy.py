@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
 from shockwave.core.state import JobState
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import (
@@ -48,8 +48,8 @@ class SolverStats:
     """Re-solves whose fairness constraints could not all hold (the priority-weighted market was solved)."""
     exact: int = 0
     """Re-solves whose round counts could not be laid out greedily and needed the per-round program."""
-    timeouts: int = 0
-    """Re-solves where HiGHS hit solver_timeout and its best plan so far was used (machine-speed dependent)."""
+    node_limited: int = 0
+    """Re-solves where HiGHS stopped on solver_max_nodes and its best plan so far was used (the same anywhere)."""
     latencies_s: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -59,11 +59,22 @@ class SolverStats:
             "fallbacks": self.fallbacks,
             "infeasible": self.infeasible,
             "exact": self.exact,
-            "timeouts": self.timeouts,
+            "node_limited": self.node_limited,
             "p50_s": float(np.percentile(lat, 50)),
             "p95_s": float(np.percentile(lat, 95)),
             "max_s": float(lat.max()),
         }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> SolverStats:
+        return cls(
+            solves=int(state["solves"]),
+            fallbacks=int(state["fallbacks"]),
+            infeasible=int(state["infeasible"]),
+            exact=int(state["exact"]),
+            node_limited=int(state["node_limited"]),
+            latencies_s=[float(s) for s in state["latencies_s"]],
+        )
 
 
 class ShockwavePolicy(Policy):
@@ -92,6 +103,29 @@ class ShockwavePolicy(Policy):
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
         self.forecasts[job.id].record(steps, exec_s, job.batch_size)
+
+    # -- what it has learnt ------------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "forecasts": {str(j): forecast.state_dict() for j, forecast in self.forecasts.items()},
+            "targets": self.targets.state_dict(),
+            "plan_start": self.plan_start,
+            "rounds": [list(jobs) for jobs in self.rounds],
+            "last_counts": json_ids(self.last_counts),
+            "last_run": sorted(self.last_run),
+            "job_set_changed": self.job_set_changed,
+            "stats": asdict(self.stats),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.forecasts = int_ids(state["forecasts"], JobForecast.from_state_dict)
+        self.targets.load_state_dict(state["targets"])
+        self.plan_start = int(state["plan_start"])
+        self.rounds = [[int(j) for j in jobs] for jobs in state["rounds"]]
+        self.last_counts = int_ids(state["last_counts"], int)
+        self.last_run = {int(j) for j in state["last_run"]}
+        self.job_set_changed = bool(state["job_set_changed"])
+        self.stats = SolverStats.from_state_dict(state["stats"])
 
     # -- deciding --------------------------------------------------------------------------------------------------
     def plan(self, view: SchedulerView) -> list[int]:
@@ -197,7 +231,7 @@ class ShockwavePolicy(Policy):
             solution = solve_market(inputs, cfg, Fairness.relaxed_for(view, cfg), start=start, exact=exact)
         if solution is None:
             raise SolverFailure("the market without fairness constraints is infeasible")
-        self.stats.timeouts += solution.timed_out
+        self.stats.node_limited += solution.limited
         return solution
 
     def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[int]]:

@@ -16,6 +16,8 @@ Where the reference peeks at its profile, this forecast uses what the job really
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from shockwave.workload.profile import JobProfile
@@ -38,6 +40,32 @@ class JobForecast:
         """Epoch duration at batch sizes the profile does not plan, from the scheduler's throughput."""
         self.measured: dict[int, list[float]] = {}
         """Batch size -> [samples, seconds] measured while running at it."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything, the profile's part included, so a restored forecast needs no profile."""
+        return {
+            "epochs": self.epochs,
+            "dataset_size": self.dataset_size,
+            "submit_s": self.submit_s,
+            "profiled_duration": {str(bs): d for bs, d in self.profiled_duration.items()},
+            "observed": list(self.observed),
+            "nominal_duration": {str(bs): d for bs, d in self.nominal_duration.items()},
+            "measured": {str(bs): list(totals) for bs, totals in self.measured.items()},
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> JobForecast:
+        forecast = cls.__new__(cls)
+        forecast.epochs = int(state["epochs"])
+        forecast.dataset_size = int(state["dataset_size"])
+        forecast.submit_s = float(state["submit_s"])
+        forecast.profiled_duration = {int(bs): float(d) for bs, d in state["profiled_duration"].items()}
+        forecast.observed = [int(bs) for bs in state["observed"]]
+        forecast.nominal_duration = {int(bs): float(d) for bs, d in state["nominal_duration"].items()}
+        forecast.measured = {
+            int(bs): [float(samples), float(seconds)] for bs, (samples, seconds) in state["measured"].items()
+        }
+        return forecast
 
     def observe(self, progress: int, batch_size: int, steps_per_s: float) -> None:
         """The job is in epoch `progress`, at `batch_size` and `steps_per_s` as far as the scheduler knows.

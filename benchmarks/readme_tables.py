@@ -1,0 +1,121 @@
+"""README's result table of Shockwave against the fair baselines, generated so it cannot go stale
+(`make readme-tables` rewrites it; `--check` only compares and exits 1 when README differs).
+
+Only deterministic numbers go in the table (makespan, average JCT, worst rho, unfair share, under reference
+mechanics with the pinned solver stack); wall times and solver latencies depend on the machine and live in
+`make bench`. The table sits between the two markers below in README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT.parent / "shared" / "reference"
+README = ROOT / "README.md"
+BEGIN, END = "<!-- results-table:begin (make readme-tables) -->", "<!-- results-table:end -->"
+MIX = "0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace"
+TRACES = {
+    "120": (f"120_0.2_5_100_40_25_{MIX}", "tacc", 32, "tacc_32gpus"),
+    "220": (f"220_0.2_5_100_25_4_{MIX}", "wisr", 64, "scale_64gpus"),
+    "460": (f"460_0.2_5_100_10_1_{MIX}", "wisr", 128, "scale_128gpus"),
+    "900": (f"900_0.2_5_1000_5_15_{MIX}", "wisr", 256, "scale_256gpus"),
+}
+BASELINES = ("max_min_fairness", "finish_time_fairness")
+PUBLISHED = "| | published Shockwave | 24,197 | 9,958 | 1.78 | 5.0% |"
+"""The NSDI'23 artifact's numbers on the 120-job trace (published_canonical.json)."""
+
+
+def _simulate(name: str, policy: str) -> dict[str, Any]:
+    from shockwave.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import simulate
+
+    trace, table, gpus, config = TRACES[name]
+    hyper = (
+        ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{config}.json") if policy == "shockwave" else None
+    )
+    result, _ = simulate(
+        REFERENCE / "traces" / trace,
+        policy,
+        ClusterSpec(gpus),
+        preset("reference"),
+        REFERENCE / "throughputs" / f"{table}_throughputs.json",
+        hyper,
+    )
+    return result
+
+
+def _pair(results: list[dict[str, Any]], key: str, fmt: str) -> str:
+    return " / ".join(fmt.format(r[key]) for r in results)
+
+
+def rows(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
+    _, table, gpus, config = TRACES[name]
+    ours, base = results["shockwave"], [results[b] for b in BASELINES]
+    lines = [
+        f"| {name} jobs ({table}) | {gpus}, {config} | {ours['makespan_s']:,.0f} | {ours['avg_jct_s']:,.0f} | "
+        f"{ours['worst_ftf']:.2f} | {100 * ours['unfair_fraction']:.1f}% |"
+    ]
+    if name == "120":
+        lines.append(PUBLISHED)
+    lines.append(
+        f"| | [{' / '.join(BASELINES)}] | {_pair(base, 'makespan_s', '{:,.0f}')} | "
+        f"{_pair(base, 'avg_jct_s', '{:,.0f}')} | {_pair(base, 'worst_ftf', '{:.2f}')} | "
+        + " / ".join(f"{100 * r['unfair_fraction']:.0f}%" for r in base)
+        + " |"
+    )
+    return lines
+
+
+def table(names: list[str], workers: int) -> dict[str, list[str]]:
+    jobs = [(name, policy) for name in names for policy in ("shockwave", *BASELINES)]
+    with ProcessPoolExecutor(workers) as pool:
+        done = dict(zip(jobs, pool.map(_simulate, *zip(*jobs, strict=True)), strict=True))
+    return {name: rows(name, {p: done[(name, p)] for _, p in jobs if _ == name}) for name in names}
+
+
+def render(by_trace: dict[str, list[str]], versions: dict[str, str]) -> str:
+    stack = ", ".join(f"{k} {versions[k]}" for k in ("highspy", "scipy", "numpy", "cvxpy"))
+    head = [
+        BEGIN,
+        f"Reference mechanics, pinned solver stack ({stack}); baselines on the same trace and cluster in brackets:",
+        "",
+        "| trace | GPUs, config | makespan s | avg JCT s | worst rho | unfair |",
+        "|---|---|---|---|---|---|",
+    ]
+    return "\n".join([*head, *(line for name in TRACES if name in by_trace for line in by_trace[name]), END])
+
+
+def main() -> None:
+    from shockwave.provenance import library_versions
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="compare with README.md instead of rewriting it")
+    parser.add_argument("--traces", default=",".join(TRACES), help=f"comma-separated, of {', '.join(TRACES)}")
+    parser.add_argument("-j", type=int, default=2, help="simulations at once")
+    args = parser.parse_args()
+    names = args.traces.split(",")
+    text = README.read_text()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"{README}: the results-table markers are missing")
+    generated = table(names, args.j)
+    if args.check:
+        stale = [line for lines in generated.values() for line in lines if line not in text]
+        for line in stale:
+            print(f"README.md lacks: {line}")
+        sys.exit(1 if stale else 0)
+    if set(names) != set(TRACES):
+        sys.exit("rewriting README needs every trace (drop --traces)")
+    start, end = text.index(BEGIN), text.index(END) + len(END)
+    README.write_text(text[:start] + render(generated, library_versions()) + text[end:])
+    print(f"rewrote the results table in {README}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The scheduler's memory is plain, versioned JSON: no code is loaded from a journal, and a policy restored from its
+state plans exactly as the one that saved it."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import pickle
+import sqlite3
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import shockwave
+from runtime_trace import write_runtime_trace
+from shockwave.cluster import ClusterSpec
+from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.state import JobState
+from shockwave.errors import InputError
+from shockwave.policies.registry import POLICIES, make_policy
+from shockwave.runtime.fake_backend import FakeBackend
+from shockwave.runtime.memory import FORMAT, Memory, RoundLog
+from shockwave.runtime.run import RunRequest, run
+from shockwave.simulator.engine import Simulator
+from shockwave.simulator.mechanics import preset
+from shockwave.workload.generator import GeneratorParams, generate
+from shockwave.workload.profile import JobProfile, build_profile
+from shockwave.workload.throughput import load_throughputs
+from shockwave.workload.trace import TraceJob
+
+SOURCES = Path(__file__).resolve().parents[1] / "src" / "shockwave"
+
+
+# -- no code from data ---------------------------------------------------------------------------------------------
+class Planted:
+    """A pickle that creates `path` when loaded: what a hostile run folder could hold in its journal."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return Path.touch, (self.path,)
+
+
+@pytest.fixture
+def planted_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A finished run whose journal's memory row was replaced by the hostile pickle; (run folder, its marker)."""
+    out, marker = tmp_path / "run", tmp_path / "planted"
+    trace = write_runtime_trace(tmp_path / "rt8.trace")
+    request = RunRequest(trace=trace, policy="max_min_fairness", gpus=4, out=out, round_seconds=0.1, time_scale=4)
+    run(request, lambda req: FakeBackend(req.gpus, steps_per_s=400.0))
+    blob = pickle.dumps(Planted(marker))
+    pickle.loads(blob)  # the blob does what it says when unpickled
+    assert marker.exists()
+    marker.unlink()
+    with sqlite3.connect(out / "journal.sqlite") as db:
+        db.execute("UPDATE memory SET data = ?", (blob,))
+    return out, marker
+
+
+def test_a_pickled_memory_is_refused_and_never_loaded(planted_run: tuple[Path, Path]) -> None:
+    out, marker = planted_run
+    request = RunRequest(trace=Path(), policy="", gpus=1, out=out, resume=True)
+    with pytest.raises(InputError, match="memory is binary, not JSON") as refused:
+        run(request, lambda req: FakeBackend(req.gpus, steps_per_s=400.0))
+    assert refused.value.path == str(out / "journal.sqlite")
+    assert not marker.exists()
+
+
+def test_the_cli_refuses_it_in_one_line_with_exit_2(planted_run: tuple[Path, Path]) -> None:
+    out, marker = planted_run
+    result = shockwave("run", "--resume", "--out", out)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "journal.sqlite" in lines[0] and "never loaded" in lines[0]
+    assert not marker.exists()
+
+
+def test_no_module_imports_pickle() -> None:
+    for path in SOURCES.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [alias.name for alias in node.names] + [getattr(node, "module", None) or ""]
+                assert not any("pickle" in name for name in names), f"{path} imports pickle"
+
+
+# -- every policy resumes exactly ----------------------------------------------------------------------------------
+def small_workload() -> tuple[list[TraceJob], list[JobProfile]]:
+    """10 jobs (static, accordion and gns; gangs of 1-4) arriving over ~5 minutes."""
+    tm = load_throughputs(None)
+    params = GeneratorParams(jobs=10, min_hours=0.1, max_hours=0.3, lam=30.0, seed=7, gpu_mix=(0.5, 0.3, 0.2, 0.0))
+    jobs = generate(params, tm)
+    return jobs, [build_profile(job, tm) for job in jobs]
+
+
+class Twinned(Policy):
+    """Runs `policy` and checks it against copies restored from its journaled memory.
+
+    At the rounds in `before` (before planning) and `after` (after planning, where the runtime journals) the memory
+    goes through JSON text into a freshly built policy, with the admitted jobs rebuilt from the trace. From then on
+    every hook reaches the copy too, and every round the copy must plan as the original does.
+    """
+
+    def __init__(self, make: Callable[[], Policy], workload: tuple[list[TraceJob], list[JobProfile]]) -> None:
+        self.make, self.workload = make, workload
+        self.original = make()
+        self.name = self.original.name
+        self.copies: list[Policy] = []
+        self.compared = 0
+        self.before, self.after = {1, 5, 12}, {3, 9, 20}
+
+    def _restored(self, view: SchedulerView) -> Policy:
+        text = Memory(self.original, view.jobs, [RoundLog(1.5, 2, 3)]).dumps()
+        memory = Memory.loads(text, self.make(), *self.workload, path=Path("journal.sqlite"))
+        assert memory.jobs == view.jobs and memory.rounds == [RoundLog(1.5, 2, 3)]
+        assert memory.policy.state_dict() == self.original.state_dict() == json.loads(text)["state"]
+        assert Memory(memory.policy, memory.jobs, memory.rounds).dumps() == text
+        return memory.policy
+
+    def plan(self, view: SchedulerView) -> list[int]:
+        if view.round_index in self.before:
+            self.copies.append(self._restored(view))
+        chosen = self.original.plan(view)
+        for copy in self.copies:
+            assert copy.plan(view) == chosen, f"round {view.round_index}"
+            self.compared += 1
+        if view.round_index in self.after:
+            self.copies.append(self._restored(view))
+        return chosen
+
+    def job_added(self, view: SchedulerView, job: JobState) -> None:
+        for policy in (self.original, *self.copies):
+            policy.job_added(view, job)
+
+    def job_removed(self, view: SchedulerView, job: JobState) -> None:
+        for policy in (self.original, *self.copies):
+            policy.job_removed(view, job)
+
+    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
+        for policy in (self.original, *self.copies):
+            policy.round_executed(view, job, exec_s, steps)
+
+    def round_failed(self, view: SchedulerView, job: JobState) -> None:
+        for policy in (self.original, *self.copies):
+            policy.round_failed(view, job)
+
+
+def without_timing(state: dict[str, Any]) -> dict[str, Any]:
+    """Shockwave's solve latencies are the machine's, not decisions."""
+    if "stats" not in state:
+        return state
+    return {**state, "stats": {k: v for k, v in state["stats"].items() if k != "latencies_s"}}
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_a_restored_policy_plans_every_later_round_as_the_original(name: str) -> None:
+    workload = small_workload()
+    twinned = Twinned(lambda: make_policy(name, min_realloc_interval_s=240.0), workload)
+    mechanics = preset("corrected")
+    result = Simulator(*workload, load_throughputs(None), ClusterSpec(4), twinned, mechanics).run()
+    assert result.summary["unfinished_jobs"] == []
+    assert len(twinned.copies) == 6 and twinned.compared > 6 * 10
+    final = without_timing(twinned.original.state_dict())
+    assert all(without_timing(copy.state_dict()) == final for copy in twinned.copies)
+
+
+# -- what is refused, and why ----------------------------------------------------------------------------------------
+@pytest.fixture
+def saved() -> tuple[dict[str, Any], tuple[list[TraceJob], list[JobProfile]]]:
+    """A Shockwave memory with one admitted job that has run a round."""
+    workload = small_workload()
+    policy = make_policy("shockwave")
+    view = SchedulerView(now=0.0, round_index=0, round_seconds=120.0, cluster=ClusterSpec(4), jobs={})
+    job = JobState.admit(0, workload[0][0], workload[1][0], throughput=3.0)
+    view.jobs[0] = job
+    policy.job_added(view, job)
+    policy.plan(view)
+    job.steps_done += 360
+    policy.round_executed(view, job, 120.0, 360)
+    return json.loads(Memory(policy, view.jobs, [RoundLog(0.0, 1, 1)]).dumps()), workload
+
+
+def load(memory: Any, workload: tuple[list[TraceJob], list[JobProfile]], policy: str = "shockwave") -> Memory:
+    text = memory if isinstance(memory, str | bytes) or memory is None else json.dumps(memory)
+    return Memory.loads(text, make_policy(policy), *workload, path=Path("DIR/journal.sqlite"))
+
+
+def test_the_saved_memory_loads(saved: tuple[dict[str, Any], Any]) -> None:
+    memory, workload = saved
+    assert memory["format"] == FORMAT and memory["policy"] == "shockwave"
+    restored = load(memory, workload)
+    assert restored.jobs[0].steps_done == 360 and restored.jobs[0].spec == workload[0][0]
+
+
+@pytest.mark.parametrize(
+    ("change", "policy", "message"),
+    [
+        (lambda m: {**m, "format": FORMAT + 1}, "shockwave", f"has format {FORMAT + 1} and this shockwave reads"),
+        (lambda m: {k: v for k, v in m.items() if k != "format"}, "shockwave", "has format None"),
+        (lambda m: m, "max_min_fairness", "is the 'shockwave' policy's, not the run's 'max_min_fairness'"),
+        (lambda m: {**m, "policy": "fifo"}, "shockwave", "is the 'fifo' policy's, not the run's 'shockwave'"),
+        (lambda m: {**m, "state": {}}, "shockwave", "not a shockwave memory of format 1 .KeyError: 'forecasts'"),
+        (lambda m: {**m, "state": [1]}, "shockwave", "not a shockwave memory of format 1 .TypeError"),
+        (lambda m: {**m, "jobs": {"99": {}}}, "shockwave", r"IndexError: job 99 is not in the trace"),
+        (lambda m: {**m, "jobs": {"-1": {}}}, "shockwave", r"IndexError: job -1 is not in the trace"),
+        (lambda m: {**m, "jobs": {"0": {"steps_done": 1}}}, "shockwave", "KeyError: 'throughput'"),
+        (lambda m: {**m, "rounds": [[0.0, "x", 1]]}, "shockwave", "ValueError: invalid literal"),
+        (lambda m: "{", "shockwave", "is not JSON"),
+        (lambda m: "[1, 2]", "shockwave", "is not a JSON object but list"),
+        (lambda m: None, "shockwave", "is missing"),
+        (lambda m: b"\x80\x04K\x01.", "shockwave", "is binary, not JSON"),
+    ],
+)
+def test_a_memory_of_another_version_policy_or_shape_is_refused_naming_the_journal(
+    saved: tuple[dict[str, Any], Any], change: Callable[[Any], Any], policy: str, message: str
+) -> None:
+    memory, workload = saved
+    with pytest.raises(InputError, match=message) as refused:
+        load(change(memory), workload, policy)
+    assert str(refused.value).startswith("DIR/journal.sqlite: cannot resume: the journal's scheduler memory ")
+
+
+def test_non_finite_floats_are_strict_json_and_come_back(saved: tuple[dict[str, Any], Any]) -> None:
+    _, workload = saved
+    policy = make_policy("max_min_fairness")
+    policy.load_state_dict({**policy.state_dict(), "deficits": {"0": -math.inf}, "job_time": {"0": math.inf}})
+    job = replace(JobState.admit(0, workload[0][0], workload[1][0], throughput=math.inf), run_time_s=math.nan)
+    text = Memory(policy, {0: job}, []).dumps()
+
+    def no_constants(name: str) -> None:
+        raise AssertionError(f"{name} is not JSON")
+
+    json.loads(text, parse_constant=no_constants)
+    restored = load(text, workload, "max_min_fairness")
+    assert restored.policy.state_dict()["deficits"] == {"0": -math.inf}
+    assert restored.policy.state_dict()["job_time"] == {"0": math.inf}
+    assert restored.jobs[0].throughput == math.inf and math.isnan(restored.jobs[0].run_time_s)
