@@ -134,7 +134,7 @@ class Simulator:
             self.policy.round_failed(self.view, job)
             completed = job.failures >= m.max_failed_rounds
             if completed and job.remaining_steps <= 0:
-                log.info("job %d ended %d rounds after its last step (reference quirk)", job.id, job.failures)
+                log.debug("job %d ended %d rounds after its last step (reference quirk)", job.id, job.failures)
             elif completed:
                 log.warning("job %d made no progress in %d rounds; giving up on it", job.id, job.failures)
         else:
@@ -213,6 +213,7 @@ class Simulator:
             finish = max(now, now + startup + steps / job.throughput)
             self.running.append(Launch(job, steps, finish, gpus, startup))
         self.starting = {j: left for j, left in self.starting.items() if j in placement}
+        log.debug("round %d at %.1f s: jobs %s", self.view.round_index, now, sorted(placement))
         self.records.append(
             RoundRecord(self.view.round_index, now, len(placement), sum(len(g) for g in placement.values()))
         )
