@@ -27,6 +27,7 @@ from conftest import shockwave
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.experiments import store
+from shockwave.experiments.compare import CompareRequest, build_cells
 from shockwave.experiments.sweep import render
 from shockwave.experiments.sweep_spec import TOP_KEYS, load_toml, parse_generator, spec_from
 from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -194,6 +195,8 @@ def test_a_round_far_shorter_than_the_trace_is_refused(good_trace: Path) -> None
     mechanics = preset("corrected").with_round_seconds(1e-6).with_overrides(restart_cost_s=0.0)
     with pytest.raises(InputError, match="--round-seconds 1e-06 is too short for this trace"):
         simulate(good_trace, "fifo", ClusterSpec(2), mechanics)
+    with pytest.raises(InputError, match="too short for this trace"):  # before any worker starts
+        build_cells(CompareRequest(good_trace, 2, ["fifo"], round_seconds=1e-6))
 
 
 @pytest.mark.parametrize(("flag", "value"), [("--gpus", "8.7"), ("--seeds", "1.5"), ("--gpus", "nan")])
@@ -531,7 +534,7 @@ def test_simulate_flags_never_end_in_a_traceback(good_trace: Path, flag: str, va
         assert result.stderr.strip()
 
 
-@CLI
+@settings(CLI, max_examples=12)
 @given(
     flag=st.sampled_from(["--gpus", "--seeds", "--generate"]),
     value=FLAG_VALUE | st.sampled_from(["jobs=1.5", "jobs=0", "lam=nan", "mode_mix=a/b", "jobs=2,seed=1", "=", ","]),
@@ -539,6 +542,8 @@ def test_simulate_flags_never_end_in_a_traceback(good_trace: Path, flag: str, va
 def test_sweep_flags_never_end_in_a_traceback(folder: Path, flag: str, value: str) -> None:
     """A good value runs a small sweep (finished cells are reused from one example to the next)."""
     arguments = {"--gpus": "4", "--seeds": "0", "--generate": "jobs=2", flag: value}
+    if flag == "--generate":
+        arguments[flag] = f"jobs=2,{value}"  # two jobs whatever else is set, or the sweep takes minutes
     result = shockwave(
         "sweep", "--policies", "fifo", "--out", folder / "sweep-out",
         *(item for pair in arguments.items() for item in pair),

@@ -45,15 +45,17 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.workload.profile import load_workload
+    from shockwave.workload.summary import makespan_lower_bound
     from shockwave.workload.trace import require_gangs_fit
 
     policies = list(dict.fromkeys(canonical_name(p) for p in request.policies))
     if not policies:
         raise InputError("--policies names no policy")
-    preset(request.mechanics).with_round_seconds(request.round_seconds)
+    mechanics = preset(request.mechanics).with_round_seconds(request.round_seconds)
     ClusterSpec(request.gpus, request.gpus_per_server)
-    _, jobs, _ = load_workload(request.trace, request.throughputs)
+    _, jobs, profiles = load_workload(request.trace, request.throughputs)
     require_gangs_fit(jobs, request.gpus, request.trace)
+    mechanics.require_rounds(makespan_lower_bound(jobs, profiles, request.gpus))
     config_text = None
     if request.config is not None:
         ShockwaveConfig.from_json(request.config)
