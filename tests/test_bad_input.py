@@ -17,7 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -31,7 +30,7 @@ from shockwave.experiments.compare import CompareRequest, build_cells
 from shockwave.experiments.sweep import render
 from shockwave.experiments.sweep_spec import TOP_KEYS, load_toml, parse_generator, spec_from
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.report import RESULT_SCHEMA, check_result, check_results
+from shockwave.report import check_result, check_results
 from shockwave.runtime.run import RunRequest, run
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
@@ -316,7 +315,7 @@ def test_sweep_of_a_latin1_trace_exits_2(tmp_path: Path) -> None:
 def test_report_of_foreign_results_exits_2(tmp_path: Path) -> None:
     """Today: KeyError: 'policy' (exit 1)."""
     (tmp_path / "results.json").write_text('[{"hello": 1}]')
-    assert_cli_clean(shockwave("report", tmp_path), "results.json: not a shockwave result", "lacks 'policy'")
+    assert_cli_clean(shockwave("report", tmp_path), "results.json: not a shockwave result", "'policy' is a required")
 
 
 @pytest.mark.parametrize(
@@ -487,11 +486,8 @@ def test_a_saved_result_passes_the_check(saved_result: dict[str, Any], tmp_path:
 
 @READERS
 @given(data=st.data())
-def test_the_results_check_agrees_with_the_json_schema(saved_result: dict[str, Any], data: st.DataObject) -> None:
-    """The hand-written check (jsonschema is a test dependency only) accepts exactly what the schema accepts."""
-    from importlib.resources import files
-
-    schema = json.loads(files("shockwave").joinpath(RESULT_SCHEMA).read_text())
+def test_a_damaged_result_is_refused_in_one_clean_line(saved_result: dict[str, Any], data: st.DataObject) -> None:
+    """Any damage the result format forbids is refused with one clean message that says "not a shockwave result"."""
     result = copy.deepcopy(saved_result)
     for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
         target: Any = result
@@ -505,14 +501,11 @@ def test_the_results_check_agrees_with_the_json_schema(saved_result: dict[str, A
                     target[key] = data.draw(JSON_NO_NAN)
                 break
             target = target[key]
-    valid = jsonschema.Draft202012Validator(schema).is_valid(result)
     try:
         check_result(result, Path("results.json"))
-        accepted = True
     except InputError as exc:
         assert_clean(exc)
-        accepted = False
-    assert accepted == valid
+        assert "not a shockwave result" in str(exc)
 
 
 # -- the CLI: exit 0 or 2, never a traceback -----------------------------------------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 import csv
 import functools
 import json
-import reprlib
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -199,8 +200,7 @@ def check_results(results: Any, path: Path) -> list[dict[str, Any]]:
 def check_result(result: Any, path: Path, where: str = "result", needs: tuple[str, ...] = ()) -> dict[str, Any]:
     """One saved result that matches the result format (RESULT_SCHEMA) and also holds the keys `needs`, or an
     InputError naming the first field that does not."""
-    schema = _result_schema()
-    problem = _schema_problem(result, {**schema, "required": [*schema["required"], *needs]}, where)
+    problem = _schema_problem(result, needs, where)
     if problem is not None:
         raise InputError(
             f"not a shockwave result ({problem}): was it written by another version? run compare or sweep again",
@@ -210,69 +210,19 @@ def check_result(result: Any, path: Path, where: str = "result", needs: tuple[st
 
 
 @functools.cache
-def _result_schema() -> dict[str, Any]:
-    return json.loads(files("shockwave").joinpath(RESULT_SCHEMA).read_text(encoding="utf-8"))
+def _result_validator() -> Draft202012Validator:
+    schema = json.loads(files("shockwave").joinpath(RESULT_SCHEMA).read_text(encoding="utf-8"))
+    return Draft202012Validator(schema)
 
 
-JSON_TYPES: dict[str, Any] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-    "null": lambda v: v is None,
-}
-
-
-BOUNDS: dict[str, Any] = {
-    "minimum": lambda v, b: v >= b,
-    "maximum": lambda v, b: v <= b,
-    "exclusiveMinimum": lambda v, b: v > b,
-}
-
-
-def _schema_problem(value: Any, schema: dict[str, Any], where: str) -> str | None:
-    """The subset of JSON Schema the result format uses (type, enum, required, properties, additionalProperties,
-    items, prefixItems, minItems, maxItems, minimum, maximum, exclusiveMinimum): jsonschema is only a test
-    dependency."""
-    if "enum" in schema and value not in schema["enum"]:
-        return f"{where} must be one of {schema['enum']}, got {reprlib.repr(value)}"
-    types = schema.get("type")
-    names = [types] if isinstance(types, str) else types or []
-    if names and not any(JSON_TYPES[name](value) for name in names):
-        return f"{where} must be {' or '.join(names)}, got {reprlib.repr(value)}"
-    if JSON_TYPES["number"](value):
-        for name, ok in BOUNDS.items():
-            if name in schema and not ok(value, schema[name]):  # NaN breaks every bound
-                return f"{where} breaks {name} {schema[name]}, got {reprlib.repr(value)}"
-    if isinstance(value, dict):
-        return _object_problem(value, schema, where)
-    if isinstance(value, list):
-        return _array_problem(value, schema, where)
-    return None
-
-
-def _object_problem(value: dict[str, Any], schema: dict[str, Any], where: str) -> str | None:
-    missing = [key for key in schema.get("required", []) if key not in value]
-    if missing:
-        more = f" and {len(missing) - 3} more keys" if len(missing) > 3 else ""
-        return f"{where} lacks {', '.join(map(repr, missing[:3]))}{more}"
-    properties = schema.get("properties", {})
-    extra = schema.get("additionalProperties")
-    for key, item in value.items():
-        sub = properties.get(key, extra if isinstance(extra, dict) else None)
-        if sub is not None and (problem := _schema_problem(item, sub, f"{where}.{key}")) is not None:
-            return problem
-    return None
-
-
-def _array_problem(value: list[Any], schema: dict[str, Any], where: str) -> str | None:
-    if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
-        return f"{where} must hold {schema.get('minItems', 0)} to {schema.get('maxItems', 'any number of')} items"
-    prefix = schema.get("prefixItems", [])
-    for index, item in enumerate(value):
-        sub = prefix[index] if index < len(prefix) else schema.get("items")
-        if sub is not None and (problem := _schema_problem(item, sub, f"{where}[{index}]")) is not None:
-            return problem
-    return None
+def _schema_problem(value: Any, needs: tuple[str, ...], where: str) -> str | None:
+    """The most relevant way `value` departs from the result format (and the extra required keys `needs`)."""
+    validator = _result_validator()
+    if needs:
+        validator = Draft202012Validator({**validator.schema, "required": [*validator.schema["required"], *needs]})
+    error = best_match(validator.iter_errors(value))
+    if error is None:
+        return None
+    at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."  # it quotes the value
+    return f"{where}{at}: {message}"
