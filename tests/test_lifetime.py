@@ -17,20 +17,19 @@ from processes import alive, cmdline, descendants, wait_until
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signals are Linux's")
 
 
-def python(script: str, **options: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True, **options
-    )  # type: ignore[call-overload]
+def python(script: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], stdout=subprocess.PIPE, text=True)
 
 
-def test_a_child_dies_with_its_parent_even_when_the_parent_is_killed(tmp_path: Path) -> None:
+def test_a_child_dies_with_its_parent_even_when_the_parent_is_killed() -> None:
     parent = python(
         """
-        import subprocess, sys, time
-        child = subprocess.Popen([sys.executable, "-c", (
-            "import os, time; from shockwave.lifetime import die_with_parent;"
-            f"die_with_parent({__import__('os').getpid()}); print('ready', os.getpid(), flush=True); time.sleep(600)"
-        )])
+        import os, subprocess, sys, time
+        child = (
+            "import os, sys, time; from shockwave.lifetime import die_with_parent; die_with_parent(int(sys.argv[1]));"
+            "print('ready', os.getpid(), flush=True); time.sleep(600)"
+        )
+        subprocess.Popen([sys.executable, "-c", child, str(os.getpid())])
         time.sleep(600)
         """
     )

@@ -95,8 +95,11 @@ PARENT, STARTED = 1, 19
 
 
 def processes() -> dict[int, list[str]]:
-    """Every process's /proc/PID/stat fields after its name (which may hold spaces and parentheses)."""
-    table = {}
+    """Every process's /proc/PID/stat fields after its name (which may hold spaces and parentheses); none without
+    /proc (not Linux)."""
+    table: dict[int, list[str]] = {}
+    if not Path("/proc/self/stat").exists():
+        return table
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError):
@@ -107,7 +110,7 @@ def processes() -> dict[int, list[str]]:
 def descendants(roots: Iterable[int], table: dict[int, list[str]] | None = None) -> set[int]:
     """The processes below `roots` (not the roots themselves)."""
     children: dict[int, list[int]] = {}
-    for pid, fields in (table or processes()).items():
+    for pid, fields in (processes() if table is None else table).items():
         children.setdefault(int(fields[PARENT]), []).append(pid)
     found: set[int] = set()
     todo = list(roots)

@@ -162,7 +162,7 @@ def _on_ray(cells: list[Cell], address: str | None) -> Iterator[Outcome]:
     from shockwave.local_ray import LocalRay
 
     started_here = not ray.is_initialized()
-    local = None
+    local: LocalRay | None = None
     if started_here:
         options = {"include_dashboard": False, "logging_level": "warning", "log_to_driver": False}
         if address is None:
