@@ -47,6 +47,7 @@ def test_every_job_completes_once_with_its_full_step_count(trace: Path, tmp_path
 
     result = run(request(trace, tmp_path, policy), backend)
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
+    assert result["makespan_s"] >= result["makespan_lower_bound_s"] > 0  # a bound from what the run really did
     journal = Journal(tmp_path / "journal.sqlite").jobs()
     assert all(r.status == "done" and r.steps == r.total_steps for r in journal.values())
     launches = fakes[0].launches

@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from shockwave import __version__
 from shockwave.atomic import ensure_writable, ensure_writable_file
-from shockwave.errors import InputError, require_extra
+from shockwave.errors import InputError, Interrupted, require_extra
 from shockwave.provenance import this_command, with_command
 from shockwave.workload.generator import GeneratorParams, generate
 from shockwave.workload.profile import load_workload
@@ -79,6 +79,19 @@ def _native_output_to_stderr() -> Iterator[None]:
             ctypes.CDLL(None).fflush(None)  # C stdio's buffer, written while 1 still points at stderr
         os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextlib.contextmanager
+def _saying_what_was_kept(kept: str | None = None) -> Iterator[None]:
+    """Ctrl-C ends the command with exit 130 and says what is on disk (typer would end it silently)."""
+    try:
+        yield
+    except Interrupted as exc:
+        err.print(f"interrupted: {exc.kept}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:
+        err.print(f"interrupted: {kept or 'nothing was written'}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
 
 
 def _show_progress() -> bool:
@@ -346,14 +359,15 @@ def compare_cmd(
     request = CompareRequest(
         trace, gpus, _policy_list(policies), throughputs, config, mechanics, round_seconds, gpus_per_server
     )
-    results, errors = compare(
-        request,
-        output,
-        workers=_workers(parallel),
-        console=err,
-        show_progress=_show_progress(),
-        command=this_command(),
-    )
+    with _saying_what_was_kept():
+        results, errors = compare(
+            request,
+            output,
+            workers=_workers(parallel),
+            console=err,
+            show_progress=_show_progress(),
+            command=this_command(),
+        )
     if results:
         print_comparison(out, results)
         _print_paths(comparison_figures(results, output / "figures"))
@@ -419,16 +433,17 @@ def sweep_cmd(
     folder = output or (Path("results") / spec_file.stem if spec_file is not None else None)
     if folder is None:
         raise InputError("--out is required without a sweep file")
-    run = run_sweep(
-        spec,
-        folder,
-        workers=_workers(parallel),
-        ray=ray,
-        address=address,
-        console=err,
-        show_progress=_show_progress(),
-        command=this_command(),
-    )
+    with _saying_what_was_kept():
+        run = run_sweep(
+            spec,
+            folder,
+            workers=_workers(parallel),
+            ray=ray,
+            address=address,
+            console=err,
+            show_progress=_show_progress(),
+            command=this_command(),
+        )
     out.print(
         f"{run.computed} computed, {run.reused} reused, {len(run.failed)} failed; results in {folder}",
         markup=False,
@@ -591,7 +606,11 @@ def run_cmd(
         command=command or DEFAULT_COMMAND,
         realloc_seconds=realloc_seconds,
     )
-    with _native_output_to_stderr():
+    kept = (
+        f"the journal {request.journal_path} keeps every job's progress up to its last checkpoint; "
+        f"`shockwave run --resume --out {output}` continues the run"
+    )
+    with _saying_what_was_kept(kept), _native_output_to_stderr():
         result = run(request, command=this_command())
     print_run_summary(out, result)
     out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
@@ -630,7 +649,5 @@ def main() -> None:
         err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
-        err.print(
-            "interrupted: results finished so far are kept (compare: results.json; sweep: cells/, re-run to finish)"
-        )
+        err.print("interrupted")
         sys.exit(130)

@@ -37,3 +37,11 @@ def require_extra(module: str, extra: str, what: str) -> None:
         __import__(module)
     except ImportError:
         raise InputError(f"{what} needs {module}: pip install 'shockwave[{extra}]'") from None
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what was kept on disk and how to go on, for the CLI to say."""
+
+    def __init__(self, kept: str) -> None:
+        super().__init__(kept)
+        self.kept = kept

@@ -124,6 +124,8 @@ def without_timing(result: dict[str, Any]) -> dict[str, Any]:
     clean = {k: v for k, v in result.items() if k not in TIMING_FIELDS}
     if "solver" in clean:
         clean["solver"] = {k: v for k, v in clean["solver"].items() if not k.endswith("_s")}
+    if "provenance" in clean:  # the same cell may be run by another command (a sweep with --ray, say)
+        clean["provenance"] = {k: v for k, v in clean["provenance"].items() if k != "command"}
     return clean
 
 

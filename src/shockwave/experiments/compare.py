@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from shockwave.errors import InputError
+from shockwave.errors import InputError, Interrupted
+from shockwave.experiments import store
 from shockwave.experiments.cell import Cell
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.store import claimed, write_comparison
@@ -94,7 +95,13 @@ def compare(
     each result's provenance."""
     cells = build_cells(request)
     with claimed(out, "comparison", cells[0].comparison_identity()):
-        return _compare(cells, out, workers, console, show_progress, command)
+        try:
+            return _compare(cells, out, workers, console, show_progress, command)
+        except KeyboardInterrupt:
+            finished = len(store.read_json(out / "results.json")) if (out / "results.json").exists() else 0
+            raise Interrupted(
+                f"{finished} of {len(cells)} policies finished and are kept in {out / 'results.json'}"
+            ) from None
 
 
 def _compare(

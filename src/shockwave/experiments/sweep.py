@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shockwave.errors import InputError
+from shockwave.errors import InputError, Interrupted
 from shockwave.experiments import figures, store
 from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
@@ -195,6 +195,12 @@ def _run_claimed(
                         markup=False,
                         highlight=False,
                     )
+    except KeyboardInterrupt:
+        kept = reused + computed
+        raise Interrupted(
+            f"{kept} of {len(cells)} cells are kept in {out / store.CELLS}; "
+            f"the same command runs the other {len(cells) - kept}"
+        ) from None
     finally:
         render(out, console, keys=[c.key for c in cells], quiet=True)
     incomplete = [r["cell"]["key"] for r in store.read_cells(out, [c.key for c in cells]) if not r["complete"]]

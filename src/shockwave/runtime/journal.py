@@ -41,6 +41,8 @@ class JobRecord:
     """Steps per second while training (start-up excluded), smoothed over leases (exponential average, 0.5)."""
     run_seconds: float = 0.0
     """Wall seconds the job held its GPUs (all its leases, start-up and checkpointing included)."""
+    train_seconds: float = 0.0
+    """Wall seconds from each lease's first step to its last reported step, summed: the time it really trained."""
     reason: str | None = None
     """Why a failed job was given up."""
     starts: list[float] = field(default_factory=list)

@@ -174,6 +174,7 @@ class RuntimeScheduler:
         since = lease.last_report if lease.last_report is not None else status.first_step_at
         if steps > 0 and since is not None and status.reported_at > since:
             self.policy.round_executed(self.view, state, status.reported_at - since, steps)
+            record.train_seconds += status.reported_at - since
         state.steps_done = min(status.step, state.total_steps)
         lease.last_step, lease.last_report = status.step, status.reported_at
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import socket
 import time
 from typing import Any
 
@@ -127,18 +128,23 @@ def learning_rate(family: str, batch_size: int) -> float:
     return BASE_LR * batch_size / catalog_family(family).template_batch_sizes[0]
 
 
+def rendezvous(rank: int, world: int) -> dist.TCPStore:
+    """The gang's store, listening on the master's address only (loopback in a local run): torch's own listener
+    would take every interface."""
+    address, port = os.environ["SHOCKWAVE_MASTER_ADDR"], int(os.environ["SHOCKWAVE_MASTER_PORT"])
+    if rank > 0:
+        return dist.TCPStore(address, port, world, is_master=False)
+    listener = socket.create_server((address, port))
+    return dist.TCPStore(address, port, world, is_master=True, master_listen_fd=listener.detach())
+
+
 def train(family: str, seed: int, mode: str) -> None:
     lease = job.current()
     rank, world = lease.rank, lease.world_size
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     if world > 1:
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{os.environ['SHOCKWAVE_MASTER_ADDR']}:{os.environ['SHOCKWAVE_MASTER_PORT']}",
-            rank=rank,
-            world_size=world,
-        )
+        dist.init_process_group("gloo", store=rendezvous(rank, world), rank=rank, world_size=world)
     model = build(family)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.SGD(params, lr=learning_rate(family, lease.batch_size))
