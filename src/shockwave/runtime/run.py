@@ -227,9 +227,9 @@ def run(
 
 def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], gpus: int) -> float:
     """The makespan no schedule could beat with the work as this run really did it: each job's training time (first
-    step to last reported step of every lease) after its arrival, and all of it spread over every GPU. A bound from the throughput
-    table would not be one: real rates differ from the table's (a 6-job run once finished in 0.56x of it). Only
-    finished jobs count, as only they count in the makespan."""
+    step to last reported step of every lease) after its arrival, and all of it spread over every GPU. A bound from
+    the throughput table would not be one: real rates differ from the table's (a 6-job run once finished in 0.56x of
+    it). Only finished jobs count, as only they count in the makespan."""
     training = {i: r.train_seconds for i, r in records.items() if r.status == "done"}
     per_job = max((jobs[i].arrival + t for i, t in training.items() if t > 0), default=0.0)
     return max(per_job, sum(t * jobs[i].scale_factor for i, t in training.items()) / gpus)
