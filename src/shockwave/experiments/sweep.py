@@ -119,92 +119,79 @@ def run_sweep(
 ) -> SweepRun:
     """Run the cells not already finished in `out`; `command` is recorded in each new cell's provenance."""
     with store.claimed(out, "sweep"):
-        return _run_claimed(spec, out, workers, ray, address, console, show_progress, command)
+        cells = build_cells(spec, out)
+        store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
+        finished = store.finished_cells(out)
+        todo = [c for c in cells if c.digest not in finished]
+        reused = len(cells) - len(todo)
+        console.print(
+            f"{len(cells)} cells: {reused} already finished in {out} (kept), {len(todo)} to run"
+            + (" on Ray" if ray else f" on {min(workers, max(len(todo), 1))} local processes"),
+            markup=False,
+            highlight=False,
+        )
+        lines = show_progress and not console.is_terminal  # logs and pipes: a line per finished cell, not bars
+        failed: dict[str, str] = {}
+        computed = 0
+        try:
+            with Progress(
+                TextColumn("{task.description:<60}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[note]}"),
+                TimeElapsedColumn(),
+                console=console,
+                disable=not show_progress or lines,
+            ) as progress:
+                overall = progress.add_task("[bold]cells", total=len(todo), note="")
+                running: dict[str, TaskID] = {}
 
+                def on_start(cell: Cell) -> None:
+                    running[cell.key] = progress.add_task(escape(f"  {_name(cell)}"), total=None, note="")
 
-def _run_claimed(
-    spec: SweepSpec,
-    out: Path,
-    workers: int,
-    ray: bool,
-    address: str | None,
-    console: Console,
-    show_progress: bool,
-    command: list[str] | None,
-) -> SweepRun:
-    cells = build_cells(spec, out)
-    store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
-    finished = store.finished_cells(out)
-    todo = [c for c in cells if c.digest not in finished]
-    reused = len(cells) - len(todo)
-    console.print(
-        f"{len(cells)} cells: {reused} already finished in {out} (kept), {len(todo)} to run"
-        + (" on Ray" if ray else f" on {min(workers, max(len(todo), 1))} local processes"),
-        markup=False,
-        highlight=False,
-    )
-    lines = show_progress and not console.is_terminal  # logs and pipes: a line per finished cell, not bars
-    failed: dict[str, str] = {}
-    computed = 0
-    try:
-        with Progress(
-            TextColumn("{task.description:<60}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn(),
-            console=console,
-            disable=not show_progress or lines,
-        ) as progress:
-            overall = progress.add_task("[bold]cells", total=len(todo), note="")
-            running: dict[str, TaskID] = {}
+                def on_progress(update: CellProgress) -> None:
+                    if update.key in running:
+                        progress.update(
+                            running[update.key],
+                            completed=update.finished_jobs,
+                            total=update.total_jobs,
+                            note=f"t = {update.now_s / 3600:5.2f} h",
+                        )
 
-            def on_start(cell: Cell) -> None:
-                running[cell.key] = progress.add_task(escape(f"  {_name(cell)}"), total=None, note="")
-
-            def on_progress(update: CellProgress) -> None:
-                if update.key in running:
-                    progress.update(
-                        running[update.key],
-                        completed=update.finished_jobs,
-                        total=update.total_jobs,
-                        note=f"t = {update.now_s / 3600:5.2f} h",
-                    )
-
-            for outcome in run_cells(
-                todo, workers=workers, ray=ray, address=address, on_start=on_start, on_progress=on_progress
-            ):
-                key = outcome.cell.key
-                if key in running:
-                    progress.remove_task(running.pop(key))
-                progress.advance(overall)
-                if outcome.result is None:
-                    failed[key] = outcome.error or "failed"
-                    store.write_json(
-                        store.error_path(out, key), {"cell": outcome.cell.describe(), "error": failed[key]}
-                    )
-                    log.error("cell %s failed: %s", key, failed[key].splitlines()[0])
-                    continue
-                result = with_command(outcome.result, command) if command is not None else outcome.result
-                store.write_json(store.cell_path(out, key), result)
-                store.error_path(out, key).unlink(missing_ok=True)
-                computed += 1
-                if lines:
-                    console.print(
-                        f"[{computed + len(failed)}/{len(todo)}] {_name(outcome.cell)}: {headline(result)}",
-                        markup=False,
-                        highlight=False,
-                    )
-    except KeyboardInterrupt:
-        kept = reused + computed
-        raise Interrupted(
-            f"{kept} of {len(cells)} cells are kept in {out / store.CELLS}; "
-            f"the same command runs the other {len(cells) - kept}"
-        ) from None
-    finally:
-        render(out, console, keys=[c.key for c in cells], quiet=True)
-    incomplete = [r["cell"]["key"] for r in store.read_cells(out, [c.key for c in cells]) if not r["complete"]]
-    return SweepRun(len(cells), reused, computed, failed, incomplete)
+                for outcome in run_cells(
+                    todo, workers=workers, ray=ray, address=address, on_start=on_start, on_progress=on_progress
+                ):
+                    key = outcome.cell.key
+                    if key in running:
+                        progress.remove_task(running.pop(key))
+                    progress.advance(overall)
+                    if outcome.result is None:
+                        failed[key] = outcome.error or "failed"
+                        store.write_json(
+                            store.error_path(out, key), {"cell": outcome.cell.describe(), "error": failed[key]}
+                        )
+                        log.error("cell %s failed: %s", key, failed[key].splitlines()[0])
+                        continue
+                    result = with_command(outcome.result, command) if command is not None else outcome.result
+                    store.write_json(store.cell_path(out, key), result)
+                    store.error_path(out, key).unlink(missing_ok=True)
+                    computed += 1
+                    if lines:
+                        console.print(
+                            f"[{computed + len(failed)}/{len(todo)}] {_name(outcome.cell)}: {headline(result)}",
+                            markup=False,
+                            highlight=False,
+                        )
+        except KeyboardInterrupt:
+            kept = reused + computed
+            raise Interrupted(
+                f"{kept} of {len(cells)} cells are kept in {out / store.CELLS}; "
+                f"the same command runs the other {len(cells) - kept}"
+            ) from None
+        finally:
+            render(out, console, keys=[c.key for c in cells], quiet=True)
+        incomplete = [r["cell"]["key"] for r in store.read_cells(out, [c.key for c in cells]) if not r["complete"]]
+        return SweepRun(len(cells), reused, computed, failed, incomplete)
 
 
 def _name(cell: Cell) -> str:
