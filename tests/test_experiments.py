@@ -99,6 +99,8 @@ def test_compare_all_policies_on_the_canonical_trace(tmp_path: Path, canonical_t
         config,
         "--policies",
         "all",
+        "--mechanics",
+        "reference",
         "--out",
         tmp_path,
     )
