@@ -221,6 +221,7 @@ def test_a_local_instance_listens_on_loopback_only_and_leaves_nothing_behind() -
     from shockwave.runtime.ray_backend import RayBackend
 
     me = os.getpid()
+    before = set(descendants(me))  # earlier tests' helpers (a multiprocessing resource tracker) are not Ray's
     backend = RayBackend(2, None)
     try:
         sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
@@ -230,7 +231,7 @@ def test_a_local_instance_listens_on_loopback_only_and_leaves_nothing_behind() -
         backend.close()
     assert len({pid for pid, *_ in sockets}) >= 5, sockets  # at least GCS, raylet, driver, two actors' workers
     assert all(is_loopback(address) for *_, address, _ in sockets), sockets
-    survivors = lambda: [pid for pid in descendants(me) if alive(pid)]  # noqa: E731
+    survivors = lambda: [pid for pid in descendants(me) if alive(pid) and pid not in before]  # noqa: E731
     assert wait_until(lambda: not survivors(), timeout=30), [cmdline(pid) for pid in survivors()]
 
 
