@@ -44,6 +44,20 @@ def die_with_parent(parent: int | None = None) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+@contextlib.contextmanager
+def environment_variable(name: str, value: str) -> Iterator[None]:
+    """`name=value` in this process's environment (inherited by what it starts) for the time of the block."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
 class Reaper:
     """Kills, once this process has exited, the processes started inside `marking()`, those it was told of
     (`adopt`), and their descendants."""
@@ -60,18 +74,9 @@ class Reaper:
                 env={k: v for k, v in os.environ.items() if k != MARK},
             )
 
-    @contextlib.contextmanager
-    def marking(self) -> Iterator[None]:
+    def marking(self) -> contextlib.AbstractContextManager[None]:
         """Processes started meanwhile (and everything they start, whenever) carry the mark."""
-        before = os.environ.get(MARK)
-        os.environ[MARK] = self.mark
-        try:
-            yield
-        finally:
-            if before is None:
-                os.environ.pop(MARK, None)
-            else:
-                os.environ[MARK] = before
+        return environment_variable(MARK, self.mark)
 
     def adopt(self, pids: Iterable[int]) -> None:
         """Reap these too, found by pid and start time (a reused pid is spared): a process that renames itself

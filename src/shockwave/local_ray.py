@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from shockwave.lifetime import Reaper, descendants
+from shockwave.lifetime import Reaper, descendants, environment_variable
 
 log = logging.getLogger(__name__)
 SINGLE_NODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
@@ -57,19 +57,14 @@ class LocalRay:
 def _loopback_only() -> Iterator[None]:
     from ray._private import ray_constants
 
-    before = os.environ.get(SINGLE_NODE)
     if not hasattr(ray_constants, "ENABLE_RAY_CLUSTER"):
         log.warning("this Ray version has no single-node switch: the local instance may listen on every interface")
     saved = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
-    os.environ[SINGLE_NODE] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
+    ray_constants.ENABLE_RAY_CLUSTER = False  # what the driver read at import; the Ray processes read the variable
     try:
-        yield
+        with environment_variable(SINGLE_NODE, "0"):
+            yield
     finally:
-        if before is None:
-            os.environ.pop(SINGLE_NODE, None)
-        else:
-            os.environ[SINGLE_NODE] = before
         if saved is None:
             del ray_constants.ENABLE_RAY_CLUSTER
         else:

@@ -210,17 +210,15 @@ def check_result(result: Any, path: Path, where: str = "result", needs: tuple[st
 
 
 @functools.cache
-def _result_validator() -> Draft202012Validator:
+def _result_validator(needs: tuple[str, ...]) -> Draft202012Validator:
+    """Built once per set of extra required keys: a sweep checks every one of its cells."""
     schema = json.loads(files("shockwave").joinpath(RESULT_SCHEMA).read_text(encoding="utf-8"))
-    return Draft202012Validator(schema)
+    return Draft202012Validator({**schema, "required": [*schema["required"], *needs]})
 
 
 def _schema_problem(value: Any, needs: tuple[str, ...], where: str) -> str | None:
     """The most relevant way `value` departs from the result format (and the extra required keys `needs`)."""
-    validator = _result_validator()
-    if needs:
-        validator = Draft202012Validator({**validator.schema, "required": [*validator.schema["required"], *needs]})
-    error = best_match(validator.iter_errors(value))
+    error = best_match(_result_validator(needs).iter_errors(value))
     if error is None:
         return None
     at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)

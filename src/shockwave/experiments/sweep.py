@@ -189,8 +189,9 @@ def run_sweep(
                 f"the same command runs the other {len(cells) - kept}"
             ) from None
         finally:
-            render(out, console, keys=[c.key for c in cells], quiet=True)
-        incomplete = [r["cell"]["key"] for r in store.read_cells(out, [c.key for c in cells]) if not r["complete"]]
+            results = store.read_cells(out, [c.key for c in cells])
+            render_results(out, console, results, len(cells))
+        incomplete = [r["cell"]["key"] for r in results if not r["complete"]]
         return SweepRun(len(cells), reused, computed, failed, incomplete)
 
 
@@ -263,14 +264,19 @@ def _cell_keys(path: Path) -> list[str]:
     return [c["key"] for c in cells]
 
 
-def render(out: Path, console: Console, keys: list[str] | None = None, quiet: bool = False) -> list[Path]:
+def render(out: Path, console: Console) -> list[Path]:
     """Table, results.json/csv, summary.csv and figures from the finished cells of the sweep in `out`."""
-    if keys is None:
-        keys = _cell_keys(out / SPEC_FILE)
+    keys = _cell_keys(out / SPEC_FILE)
     results = store.read_cells(out, keys)
     if not results:
-        if not quiet:
-            console.print(f"no finished cells in {out} yet", markup=False, highlight=False)
+        console.print(f"no finished cells in {out} yet", markup=False, highlight=False)
+        return []
+    return render_results(out, console, results, len(keys))
+
+
+def render_results(out: Path, console: Console, results: list[dict[str, Any]], total: int) -> list[Path]:
+    """The same from cells already read (`total`: the sweep's cell count)."""
+    if not results:
         return []
     rows = aggregate(results)
     store.write_json(out / "results.json", results)
@@ -281,7 +287,7 @@ def render(out: Path, console: Console, keys: list[str] | None = None, quiet: bo
         out / "figures" / "scale",
         f"Sweep in {out.name}: {len(results)} cells, {results[0]['mechanics']} mechanics",
     )
-    print_summary(console, rows, len(results), len(keys))
+    print_summary(console, rows, len(results), total)
     return paths
 
 
