@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from shockwave.workload.trace import catalog_job, write_trace
+from shockwave.workload_model.trace import catalog_job, write_trace
 
 Row = tuple[str, int, int, int, float]
 """(model, batch size, gang, steps, arrival s)."""

@@ -34,10 +34,10 @@ from shockwave.report import check_result, check_results
 from shockwave.runtime.run import RunRequest, run
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
-from shockwave.workload.generator import GeneratorParams
-from shockwave.workload.profile import load_workload, read_schedules
-from shockwave.workload.throughput import TableThroughputs, load_throughputs
-from shockwave.workload.trace import COLUMNS, MAX_EPOCHS, TraceError, read_trace
+from shockwave.workload_model.generator import GeneratorParams
+from shockwave.workload_model.profile import load_workload, read_schedules
+from shockwave.workload_model.throughput import TableThroughputs, load_throughputs
+from shockwave.workload_model.trace import COLUMNS, MAX_EPOCHS, TraceError, read_trace
 
 GOOD = (
     "ResNet-18 (batch size 32)\tpython3 main.py --data_dir=%s/cifar10 --batch_size 32\t"
@@ -193,7 +193,7 @@ def test_a_round_far_shorter_than_the_trace_is_refused(good_trace: Path) -> None
     """1e-6 s rounds of a one-hour job: billions of rounds, a simulation that would never end."""
     mechanics = preset("corrected").with_round_seconds(1e-6).with_overrides(restart_cost_s=0.0)
     with pytest.raises(InputError, match="--round-seconds 1e-06 is too short for this trace"):
-        simulate(good_trace, "fifo", ClusterSpec(2), mechanics)
+        simulate(good_trace, "fifo", ClusterSpec.of(2), mechanics)
     with pytest.raises(InputError, match="too short for this trace"):  # before any worker starts
         build_cells(CompareRequest(good_trace, 2, ["fifo"], round_seconds=1e-6))
 
@@ -476,7 +476,7 @@ def test_the_sweep_reader_never_fails(folder: Path, raw: dict[str, Any], raw_byt
 
 @pytest.fixture(scope="module")
 def saved_result(good_trace: Path) -> dict[str, Any]:
-    result, run_ = simulate(good_trace, "fifo", ClusterSpec(2), preset("corrected"))
+    result, run_ = simulate(good_trace, "fifo", ClusterSpec.of(2), preset("corrected"))
     return {**result, "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in run_.rounds]}
 
 

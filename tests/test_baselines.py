@@ -14,7 +14,7 @@ from shockwave.simulator.run import simulate
 
 
 def run(trace: Path, tacc: Path, policy: str, mechanics: str = "reference") -> dict[str, Any]:
-    result, _ = simulate(trace, policy, ClusterSpec(32), preset(mechanics), tacc)
+    result, _ = simulate(trace, policy, ClusterSpec.of(32), preset(mechanics), tacc)
     return result
 
 

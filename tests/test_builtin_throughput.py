@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 
-from shockwave.workload.builtin_throughput import V100_CONSTANTS, BuiltinThroughputs
-from shockwave.workload.catalog import FAMILIES, ModelFamily, generator_templates
-from shockwave.workload.throughput import UnknownThroughput, knows, load_throughputs
+from shockwave.workload_model.builtin_throughput import V100_CONSTANTS, BuiltinThroughputs
+from shockwave.workload_model.catalog import FAMILIES, ModelFamily, generator_templates
+from shockwave.workload_model.throughput import UnknownThroughput, knows, load_throughputs
 
 MODEL = BuiltinThroughputs()
 GENERATED = sorted({t.family.name for t in generator_templates()})

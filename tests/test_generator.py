@@ -8,10 +8,10 @@ import pytest
 
 from conftest import require_reference
 from shockwave.errors import InputError
-from shockwave.workload.builtin_throughput import BuiltinThroughputs
-from shockwave.workload.generator import GeneratorParams, generate
-from shockwave.workload.throughput import TableThroughputs
-from shockwave.workload.trace import format_line
+from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
+from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.throughput import TableThroughputs
+from shockwave.workload_model.trace import format_line
 
 REFERENCE_TRACES = sorted(p.name for p in require_reference("traces").iterdir())
 

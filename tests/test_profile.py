@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from shockwave.workload.adaptation import accordion_profile, gns_profile
-from shockwave.workload.catalog import FAMILIES
-from shockwave.workload.profile import build_profile
-from shockwave.workload.throughput import TableThroughputs
-from shockwave.workload.trace import read_trace
+from shockwave.workload_model.adaptation import accordion_profile, gns_profile
+from shockwave.workload_model.catalog import FAMILIES
+from shockwave.workload_model.profile import build_profile
+from shockwave.workload_model.throughput import TableThroughputs
+from shockwave.workload_model.trace import read_trace
 
 
 def test_t_iso_matches_published_canonical(canonical_trace: Path, tacc_path: Path, reference: Path) -> None:

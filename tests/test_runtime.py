@@ -12,17 +12,17 @@ import pytest
 
 from conftest import shockwave
 from runtime_trace import write_runtime_trace
-from shockwave import job as client
+from shockwave import lease as client
 from shockwave.errors import InputError
 from shockwave.policies.registry import make_policy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import GangStatus, Launch
-from shockwave.runtime.clock import Clock, VirtualClock
+from shockwave.core.clock import Clock, VirtualClock
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
-from shockwave.runtime.memory import Memory
 from shockwave.runtime.run import RunRequest, replay_arguments, run
-from shockwave.workload.profile import load_workload
+from shockwave.runtime.snapshot import Snapshot
+from shockwave.workload_model.profile import load_workload
 
 RATE = 400.0  # fake steps per second: time-scaled by 4, the trace needs 5 GPU-seconds, arriving over 1.25 s
 
@@ -133,10 +133,10 @@ class SwitchingBackend(FakeBackend):
 
 def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: Path, tmp_path: Path) -> None:
     from shockwave.core.state import JobState, rescale_to_batch_size
-    from shockwave.workload.catalog import family
-    from shockwave.workload.profile import build_profile
-    from shockwave.workload.throughput import load_throughputs
-    from shockwave.workload.trace import read_trace
+    from shockwave.workload_model.catalog import family
+    from shockwave.workload_model.profile import build_profile
+    from shockwave.workload_model.throughput import load_throughputs
+    from shockwave.workload_model.trace import read_trace
 
     switching = SwitchingBackend(4, victim=5, at=100, to=40)  # job 5: LM at batch size 10, 250 steps once scaled
     result = run(request(trace, tmp_path), lambda req: switching)
@@ -219,9 +219,9 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
     """Shockwave's forecasts and finish-time targets, and the rounds so far, survive two scheduler deaths."""
     journal = tmp_path / "journal.sqlite"
 
-    def memory() -> Memory:
+    def memory() -> Snapshot:
         _, jobs, profiles = load_workload(tmp_path / "trace.scaled.trace", None)
-        return Memory.loads(Journal(journal).memory(), make_policy("shockwave"), jobs, profiles, journal)
+        return Snapshot.loads(Journal(journal).snapshot(), make_policy("shockwave"), jobs, profiles, journal)
 
     clock = VirtualClock()
     with pytest.raises(KeyboardInterrupt):
@@ -251,7 +251,7 @@ def test_an_unreadable_memory_is_refused_naming_the_journal(trace: Path, tmp_pat
         run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3, VirtualClock()))
     with Journal(tmp_path / "journal.sqlite").db as db:
         db.execute("UPDATE memory SET data = ?", (b"not a pickle",))
-    with pytest.raises(InputError, match=r"journal\.sqlite: cannot resume: .* memory is binary, not JSON"):
+    with pytest.raises(InputError, match=r"journal\.sqlite: cannot resume: .* snapshot is binary, not JSON"):
         run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
 
 

@@ -239,8 +239,8 @@ def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulat
     """A GNS job and an Accordion gang pick their batch sizes from their own gradients; the scheduler grants each
     request at once, converts the step count (epochs kept) and restarts the job from its checkpoint."""
     from shockwave.runtime.run import replay_arguments
-    from shockwave.workload.catalog import family
-    from shockwave.workload.trace import catalog_job, write_trace
+    from shockwave.workload_model.catalog import family
+    from shockwave.workload_model.trace import catalog_job, write_trace
 
     epochs = {0: 3, 1: 3}
     jobs = [

@@ -18,7 +18,7 @@ from shockwave.simulator.run import simulate
 def test_900_jobs_on_256_gpus_complete(policy: str) -> None:
     trace = require_reference("traces", "900_0.2_5_1000_5_15_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace")
     wisr = require_reference("throughputs", "wisr_throughputs.json")
-    result, _ = simulate(trace, policy, ClusterSpec(256), preset("reference"), wisr)
+    result, _ = simulate(trace, policy, ClusterSpec.of(256), preset("reference"), wisr)
     assert len(result["jobs"]) == 900 and result["unfinished_jobs"] == []
     assert result["makespan_s"] >= result["makespan_lower_bound_s"]
     assert all(job["jct_s"] > 0 for job in result["jobs"])

@@ -14,9 +14,9 @@ from shockwave.errors import InputError
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
-from shockwave.workload.generator import GeneratorParams, generate
-from shockwave.workload.throughput import load_throughputs
-from shockwave.workload.trace import write_trace
+from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.throughput import load_throughputs
+from shockwave.workload_model.trace import write_trace
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def run(
     mechanics: str = "corrected",
     throughputs: Path | None = None,
 ) -> dict[str, Any]:
-    result, _ = simulate(trace, "shockwave", ClusterSpec(gpus), preset(mechanics), throughputs, config)
+    result, _ = simulate(trace, "shockwave", ClusterSpec.of(gpus), preset(mechanics), throughputs, config)
     return result
 
 
@@ -132,7 +132,7 @@ def test_solver_failures_fall_back_and_lose_no_job(small_trace: Path, monkeypatc
 
 
 def test_plans_fit_the_cluster_and_only_name_active_jobs(small_trace: Path) -> None:
-    _, run_ = simulate(small_trace, "shockwave", ClusterSpec(8), preset("corrected"))
+    _, run_ = simulate(small_trace, "shockwave", ClusterSpec.of(8), preset("corrected"))
     assert max(r.busy_gpus for r in run_.rounds) <= 8
     assert sum(r.busy_gpus for r in run_.rounds) / (8 * len(run_.rounds)) > 0.7
 
@@ -159,7 +159,7 @@ def test_64_gpus_beats_the_fair_baselines_like_the_paper(wisr_path: Path) -> Non
     ours = run(trace, config, gpus=64, mechanics="reference", throughputs=wisr_path)
     assert ours["unfinished_jobs"] == []
     for baseline in ("max_min_fairness", "finish_time_fairness"):
-        theirs, _ = simulate(trace, baseline, ClusterSpec(64), preset("reference"), wisr_path)
+        theirs, _ = simulate(trace, baseline, ClusterSpec.of(64), preset("reference"), wisr_path)
         assert ours["makespan_s"] * 1.3 <= theirs["makespan_s"]
         assert ours["worst_ftf"] * 1.5 <= theirs["worst_ftf"]
         assert ours["unfair_fraction"] < theirs["unfair_fraction"]

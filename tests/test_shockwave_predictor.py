@@ -13,7 +13,7 @@ from shockwave.policies.shockwave.fairness import (
     fair_finish_estimate,
 )
 from shockwave.policies.shockwave.predictor import JobForecast
-from shockwave.workload.profile import JobProfile
+from shockwave.workload_model.profile import JobProfile
 
 DATASET = 1600  # samples per epoch: 100 steps at batch size 16, 25 at 64
 

@@ -11,12 +11,13 @@ import pytest
 from conftest import shockwave
 from shockwave.cluster import ClusterSpec
 from shockwave.core.placement import place
+from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.errors import InputError
 from shockwave.simulator.mechanics import Mechanics, preset
 from shockwave.simulator.run import simulate
-from shockwave.workload.builtin_throughput import BuiltinThroughputs
-from shockwave.workload.catalog import FAMILIES
-from shockwave.workload.trace import TraceJob, catalog_job, write_trace
+from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
+from shockwave.workload_model.catalog import FAMILIES
+from shockwave.workload_model.trace import TraceJob, catalog_job, write_trace
 
 
 def job(model: str, bs: int, steps: int, arrival: float, sf: int = 1, mode: str = "static") -> TraceJob:
@@ -33,7 +34,7 @@ def test_lone_job_runs_at_its_isolated_speed(tmp_path: Path) -> None:
     rate = BuiltinThroughputs().throughput("ResNet-18", 64, 2)
     steps = int(rate * 1000)
     result, _ = simulate(
-        trace_file(tmp_path, job("ResNet-18", 64, steps, 0, sf=2)), "gavel", ClusterSpec(4), preset("reference")
+        trace_file(tmp_path, job("ResNet-18", 64, steps, 0, sf=2)), "gavel", ClusterSpec.of(4), preset("reference")
     )
     assert result["makespan_s"] == pytest.approx(steps / rate, rel=1e-9)  # never preempted: no restart cost
     # T_iso counts whole epochs (D / bs per epoch), so a job alone finishes at or just under rho = 1.
@@ -44,8 +45,8 @@ def test_lone_job_runs_at_its_isolated_speed(tmp_path: Path) -> None:
 def test_reference_stops_when_cluster_is_briefly_empty_corrected_runs_on(tmp_path: Path) -> None:
     rate = BuiltinThroughputs().throughput("LM", 20, 1)
     path = trace_file(tmp_path, job("LM", 20, int(rate * 200), 0), job("LM", 20, int(rate * 200), 5000))
-    reference, _ = simulate(path, "gavel", ClusterSpec(2), preset("reference"))
-    corrected, _ = simulate(path, "gavel", ClusterSpec(2), preset("corrected"))
+    reference, _ = simulate(path, "gavel", ClusterSpec.of(2), preset("reference"))
+    corrected, _ = simulate(path, "gavel", ClusterSpec.of(2), preset("corrected"))
     assert reference["unfinished_jobs"] == [1]
     assert corrected["unfinished_jobs"] == []
     work = int(rate * 200) / rate
@@ -57,8 +58,8 @@ def test_restart_cost_is_charged_after_waiting(tmp_path: Path) -> None:
     rate = BuiltinThroughputs().throughput("LM", 20, 1)
     steps = int(rate * 600)
     path = trace_file(tmp_path, job("LM", 20, steps, 0), job("LM", 20, steps, 0))
-    free, _ = simulate(path, "gandiva_fair", ClusterSpec(2), preset("reference"))
-    shared, _ = simulate(path, "gandiva_fair", ClusterSpec(1), preset("reference"))
+    free, _ = simulate(path, "gandiva_fair", ClusterSpec.of(2), preset("reference"))
+    shared, _ = simulate(path, "gandiva_fair", ClusterSpec.of(1), preset("reference"))
     lost = Mechanics(name="x").restart_cost_s
     assert free["makespan_s"] == pytest.approx(steps / rate, rel=1e-6)
     # Two jobs alternating on one GPU pay the restart cost on most rounds: makespan exceeds the pure work.
@@ -73,22 +74,35 @@ def test_adaptive_jobs_change_batch_size(tmp_path: Path) -> None:
         job("LM", 5, lm.iterations_per_epoch(5) * 80, 0, mode="gns"),
         job("LM", 10, lm.iterations_per_epoch(10) * 40, 0, mode="accordion"),
     )
-    result, _ = simulate(path, "gavel", ClusterSpec(2), preset("reference"))
+    result, _ = simulate(path, "gavel", ClusterSpec.of(2), preset("reference"))
     assert [j["batch_size_changes"] for j in result["jobs"]] == [4, 1]
 
 
+def gangs(*pairs: tuple[int, int], gpu_type: str = "v100") -> RoundPlan:
+    return RoundPlan(tuple(Assignment((job,), gpu_type, size) for job, size in pairs))
+
+
 def test_placement_keeps_previous_gpus_and_places_big_gangs_first() -> None:
-    cluster = ClusterSpec(8)
-    placement = place([(1, 1), (2, 4), (3, 2)], {1: (5,), 3: (0, 1)}, cluster)
+    cluster = ClusterSpec.of(8)
+    placement = place(gangs((1, 1), (2, 4), (3, 2)), {1: (5,), 3: (0, 1)}, cluster)
     assert placement[2] == (0, 1, 2, 3)  # the 4-GPU gang goes first and takes the lowest free GPUs
     assert placement[3] == (4, 5)  # its old GPUs were taken: the lowest free ones
     assert placement[1] == (6,)  # as in the reference, a bigger gang placed first may take a smaller job's GPU
-    assert place([(1, 1), (3, 2)], {1: (5,), 3: (0, 1)}, cluster) == {3: (0, 1), 1: (5,)}  # both kept
+    assert place(gangs((1, 1), (3, 2)), {1: (5,), 3: (0, 1)}, cluster) == {3: (0, 1), 1: (5,)}  # both kept
+
+
+def test_placement_keeps_each_type_in_its_own_pool() -> None:
+    cluster = ClusterSpec.parse("v100:4,k80:4:2")
+    plan = RoundPlan((*gangs((2, 4)).assignments, *gangs((3, 2), (4, 1), gpu_type="k80").assignments))
+    placement = place(plan, {3: (0, 1)}, cluster, consolidate=True)
+    assert placement[2] == (0, 1, 2, 3)  # the V100 pool: GPUs 0-3
+    assert set(placement[3]) | set(placement[4]) <= {4, 5, 6, 7}  # K80s are 4-7; job 3's old V100s are not K80s
+    assert cluster.server_of(placement[3][0]) == cluster.server_of(placement[3][1])
 
 
 def test_consolidation_packs_gangs_on_one_server() -> None:
-    cluster = ClusterSpec(8, gpus_per_server=4)
-    placement = place([(1, 1), (2, 2), (3, 1)], {1: (1,)}, cluster, consolidate=True)
+    cluster = ClusterSpec.of(8, gpus_per_server=4)
+    placement = place(gangs((1, 1), (2, 2), (3, 1)), {1: (1,)}, cluster, consolidate=True)
     servers = {cluster.server_of(g) for g in placement[2]}
     assert len(servers) == 1
 
@@ -96,13 +110,13 @@ def test_consolidation_packs_gangs_on_one_server() -> None:
 @pytest.mark.parametrize(
     ("build", "words"),
     [
-        (lambda p: simulate(p, "gavel", ClusterSpec(1), preset("reference")), "needs a gang of 2 GPUs"),
-        (lambda p: simulate(p, "nope", ClusterSpec(4), preset("reference")), "unknown policy 'nope'"),
-        (lambda p: ClusterSpec(0), "--gpus must be >= 1"),
+        (lambda p: simulate(p, "gavel", ClusterSpec.of(1), preset("reference")), "needs a gang of 2 GPUs"),
+        (lambda p: simulate(p, "nope", ClusterSpec.of(4), preset("reference")), "unknown policy 'nope'"),
+        (lambda p: ClusterSpec.of(0), "--gpus must be >= 1"),
         (lambda p: Mechanics(name="x", round_seconds=0), "--round-seconds must be > 0"),
         (lambda p: preset("fast"), "unknown mechanics"),
         (
-            lambda p: simulate(p.with_name("missing.trace"), "gavel", ClusterSpec(4), preset("reference")),
+            lambda p: simulate(p.with_name("missing.trace"), "gavel", ClusterSpec.of(4), preset("reference")),
             "trace file not found",
         ),
     ],
@@ -174,7 +188,7 @@ def replay(tmp_path: Path, schedules: object, restart_s: float = 20.0) -> dict:
     observed = tmp_path / "batch_sizes.json"
     observed.write_text(json.dumps(schedules))
     mech = preset("corrected").with_overrides(restart_cost_s=restart_s)
-    return simulate(trace, "fifo", ClusterSpec(2), mech, batch_sizes=observed)[0]
+    return simulate(trace, "fifo", ClusterSpec.of(2), mech, batch_sizes=observed)[0]
 
 
 def test_a_replayed_job_follows_its_observed_batch_sizes_and_pays_each_start(tmp_path: Path) -> None:
@@ -210,7 +224,7 @@ def test_a_replayed_start_up_depends_on_the_gang_and_can_outlast_a_round(tmp_pat
     nothing_observed = tmp_path / "none.json"
     nothing_observed.write_text("{}")
     mech = preset("corrected").with_overrides(restart_cost_by_gang={1: 250.0, 2: 30.0})
-    result = simulate(trace, "fifo", ClusterSpec(3), mech, batch_sizes=nothing_observed)[0]
+    result = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=nothing_observed)[0]
     for record, start_up in zip(result["jobs"], (250.0, 30.0), strict=True):  # 250 s: two rounds and more, then on
         assert record["finish_s"] == pytest.approx(start_up + record["t_isolated_s"], abs=0.5)
     with pytest.raises(InputError, match="a restart cost must be >= 0"):

@@ -1,4 +1,4 @@
-"""The scheduler's memory is plain, versioned JSON: no code is loaded from a journal, and a policy restored from its
+"""The scheduler's snapshot is plain, versioned JSON: no code is loaded from a journal, and a policy restored from its
 state plans exactly as the one that saved it."""
 
 from __future__ import annotations
@@ -18,19 +18,21 @@ import pytest
 from conftest import shockwave
 from runtime_trace import write_runtime_trace
 from shockwave.cluster import ClusterSpec
+from shockwave.core.loop import RoundRecord
+from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.errors import InputError
 from shockwave.policies.registry import POLICIES, make_policy
 from shockwave.runtime.fake_backend import FakeBackend
-from shockwave.runtime.memory import FORMAT, Memory, RoundLog
 from shockwave.runtime.run import RunRequest, run
+from shockwave.runtime.snapshot import FORMAT, Snapshot
 from shockwave.simulator.engine import Simulator
 from shockwave.simulator.mechanics import preset
-from shockwave.workload.generator import GeneratorParams, generate
-from shockwave.workload.profile import JobProfile, build_profile
-from shockwave.workload.throughput import load_throughputs
-from shockwave.workload.trace import TraceJob
+from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.profile import JobProfile, build_profile
+from shockwave.workload_model.throughput import load_throughputs
+from shockwave.workload_model.trace import TraceJob
 
 SOURCES = Path(__file__).resolve().parents[1] / "src" / "shockwave"
 
@@ -62,10 +64,10 @@ def planted_run(tmp_path: Path) -> tuple[Path, Path]:
     return out, marker
 
 
-def test_a_pickled_memory_is_refused_and_never_loaded(planted_run: tuple[Path, Path]) -> None:
+def test_a_pickled_snapshot_is_refused_and_never_loaded(planted_run: tuple[Path, Path]) -> None:
     out, marker = planted_run
     request = RunRequest(trace=Path(), policy="", gpus=1, out=out, resume=True)
-    with pytest.raises(InputError, match="memory is binary, not JSON") as refused:
+    with pytest.raises(InputError, match="snapshot is binary, not JSON") as refused:
         run(request, lambda req: FakeBackend(req.gpus, steps_per_s=400.0))
     assert refused.value.path == str(out / "journal.sqlite")
     assert not marker.exists()
@@ -98,9 +100,9 @@ def small_workload() -> tuple[list[TraceJob], list[JobProfile]]:
 
 
 class Twinned(Policy):
-    """Runs `policy` and checks it against copies restored from its journaled memory.
+    """Runs `policy` and checks it against copies restored from its journaled snapshot.
 
-    At the rounds in `before` (before planning) and `after` (after planning, where the runtime journals) the memory
+    At the rounds in `before` (before planning) and `after` (after planning, where the runtime journals) the snapshot
     goes through JSON text into a freshly built policy, with the admitted jobs rebuilt from the trace. From then on
     every hook reaches the copy too, and every round the copy must plan as the original does.
     """
@@ -114,14 +116,14 @@ class Twinned(Policy):
         self.before, self.after = {1, 5, 12}, {3, 9, 20}
 
     def _restored(self, view: SchedulerView) -> Policy:
-        text = Memory(self.original, view.jobs, [RoundLog(1.5, 2, 3)]).dumps()
-        memory = Memory.loads(text, self.make(), *self.workload, path=Path("journal.sqlite"))
-        assert memory.jobs == view.jobs and memory.rounds == [RoundLog(1.5, 2, 3)]
-        assert memory.policy.state_dict() == self.original.state_dict() == json.loads(text)["state"]
-        assert Memory(memory.policy, memory.jobs, memory.rounds).dumps() == text
-        return memory.policy
+        text = Snapshot(self.original, view.jobs, [RoundRecord(4, 1.5, 2, 3)]).dumps()
+        restored = Snapshot.loads(text, self.make(), *self.workload, path=Path("journal.sqlite"))
+        assert restored.jobs == view.jobs and restored.rounds == [RoundRecord(4, 1.5, 2, 3)]
+        assert restored.policy.state_dict() == self.original.state_dict() == json.loads(text)["state"]
+        assert Snapshot(restored.policy, restored.jobs, restored.rounds).dumps() == text
+        return restored.policy
 
-    def plan(self, view: SchedulerView) -> list[int]:
+    def plan(self, view: SchedulerView) -> RoundPlan:
         if view.round_index in self.before:
             self.copies.append(self._restored(view))
         chosen = self.original.plan(view)
@@ -161,7 +163,7 @@ def test_a_restored_policy_plans_every_later_round_as_the_original(name: str) ->
     workload = small_workload()
     twinned = Twinned(lambda: make_policy(name, min_realloc_interval_s=240.0), workload)
     mechanics = preset("corrected")
-    result = Simulator(*workload, load_throughputs(None), ClusterSpec(4), twinned, mechanics).run()
+    result = Simulator(*workload, load_throughputs(None), ClusterSpec.of(4), twinned, mechanics).run()
     assert result.summary["unfinished_jobs"] == []
     assert len(twinned.copies) == 6 and twinned.compared > 6 * 10
     final = without_timing(twinned.original.state_dict())
@@ -174,19 +176,19 @@ def saved() -> tuple[dict[str, Any], tuple[list[TraceJob], list[JobProfile]]]:
     """A Shockwave memory with one admitted job that has run a round."""
     workload = small_workload()
     policy = make_policy("shockwave")
-    view = SchedulerView(now=0.0, round_index=0, round_seconds=120.0, cluster=ClusterSpec(4), jobs={})
-    job = JobState.admit(0, workload[0][0], workload[1][0], throughput=3.0)
+    view = SchedulerView(lambda: 0.0, round_seconds=120.0, cluster=ClusterSpec.of(4))
+    job = JobState.admit(0, workload[0][0], workload[1][0], rates={"v100": 3.0})
     view.jobs[0] = job
     policy.job_added(view, job)
     policy.plan(view)
     job.steps_done += 360
     policy.round_executed(view, job, 120.0, 360)
-    return json.loads(Memory(policy, view.jobs, [RoundLog(0.0, 1, 1)]).dumps()), workload
+    return json.loads(Snapshot(policy, view.jobs, [RoundRecord(0, 0.0, 1, 1)]).dumps()), workload
 
 
-def load(memory: Any, workload: tuple[list[TraceJob], list[JobProfile]], policy: str = "shockwave") -> Memory:
+def load(memory: Any, workload: tuple[list[TraceJob], list[JobProfile]], policy: str = "shockwave") -> Snapshot:
     text = memory if isinstance(memory, str | bytes) or memory is None else json.dumps(memory)
-    return Memory.loads(text, make_policy(policy), *workload, path=Path("DIR/journal.sqlite"))
+    return Snapshot.loads(text, make_policy(policy), *workload, path=Path("DIR/journal.sqlite"))
 
 
 def test_the_saved_memory_loads(saved: tuple[dict[str, Any], Any]) -> None:
@@ -203,33 +205,33 @@ def test_the_saved_memory_loads(saved: tuple[dict[str, Any], Any]) -> None:
         (lambda m: {k: v for k, v in m.items() if k != "format"}, "shockwave", "has format None"),
         (lambda m: m, "max_min_fairness", "is the 'shockwave' policy's, not the run's 'max_min_fairness'"),
         (lambda m: {**m, "policy": "fifo"}, "shockwave", "is the 'fifo' policy's, not the run's 'shockwave'"),
-        (lambda m: {**m, "state": {}}, "shockwave", "not a shockwave memory of format 1 .KeyError: 'forecasts'"),
-        (lambda m: {**m, "state": [1]}, "shockwave", "not a shockwave memory of format 1 .TypeError"),
+        (lambda m: {**m, "state": {}}, "shockwave", "not a shockwave snapshot of format 2 .KeyError: 'forecasts'"),
+        (lambda m: {**m, "state": [1]}, "shockwave", "not a shockwave snapshot of format 2 .TypeError"),
         (lambda m: {**m, "jobs": {"99": {}}}, "shockwave", r"IndexError: job 99 is not in the trace"),
         (lambda m: {**m, "jobs": {"-1": {}}}, "shockwave", r"IndexError: job -1 is not in the trace"),
-        (lambda m: {**m, "jobs": {"0": {"steps_done": 1}}}, "shockwave", "KeyError: 'throughput'"),
-        (lambda m: {**m, "rounds": [[0.0, "x", 1]]}, "shockwave", "ValueError: invalid literal"),
+        (lambda m: {**m, "jobs": {"0": {"steps_done": 1}}}, "shockwave", "KeyError: 'rates'"),
+        (lambda m: {**m, "rounds": [[0, 0.0, "x", 1]]}, "shockwave", "ValueError: invalid literal"),
         (lambda m: "{", "shockwave", "is not JSON"),
         (lambda m: "[1, 2]", "shockwave", "is not a JSON object but list"),
         (lambda m: None, "shockwave", "is missing"),
         (lambda m: b"\x80\x04K\x01.", "shockwave", "is binary, not JSON"),
     ],
 )
-def test_a_memory_of_another_version_policy_or_shape_is_refused_naming_the_journal(
+def test_a_snapshot_of_another_version_policy_or_shape_is_refused_naming_the_journal(
     saved: tuple[dict[str, Any], Any], change: Callable[[Any], Any], policy: str, message: str
 ) -> None:
     memory, workload = saved
     with pytest.raises(InputError, match=message) as refused:
         load(change(memory), workload, policy)
-    assert str(refused.value).startswith("DIR/journal.sqlite: cannot resume: the journal's scheduler memory ")
+    assert str(refused.value).startswith("DIR/journal.sqlite: cannot resume: the journal's scheduler snapshot ")
 
 
 def test_non_finite_floats_are_strict_json_and_come_back(saved: tuple[dict[str, Any], Any]) -> None:
     _, workload = saved
     policy = make_policy("max_min_fairness")
     policy.load_state_dict({**policy.state_dict(), "deficits": {"0": -math.inf}, "job_time": {"0": math.inf}})
-    job = replace(JobState.admit(0, workload[0][0], workload[1][0], throughput=math.inf), run_time_s=math.nan)
-    text = Memory(policy, {0: job}, []).dumps()
+    job = replace(JobState.admit(0, workload[0][0], workload[1][0], rates={"v100": math.inf}), run_time_s=math.nan)
+    text = Snapshot(policy, {0: job}, []).dumps()
 
     def no_constants(name: str) -> None:
         raise AssertionError(f"{name} is not JSON")
@@ -238,4 +240,4 @@ def test_non_finite_floats_are_strict_json_and_come_back(saved: tuple[dict[str, 
     restored = load(text, workload, "max_min_fairness")
     assert restored.policy.state_dict()["deficits"] == {"0": -math.inf}
     assert restored.policy.state_dict()["job_time"] == {"0": math.inf}
-    assert restored.jobs[0].throughput == math.inf and math.isnan(restored.jobs[0].run_time_s)
+    assert restored.jobs[0].rates == {"v100": math.inf} and math.isnan(restored.jobs[0].run_time_s)

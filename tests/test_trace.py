@@ -9,8 +9,8 @@ import pytest
 
 from conftest import require_reference
 from shockwave.errors import InputError
-from shockwave.workload.throughput import TableThroughputs
-from shockwave.workload.trace import COLUMNS, TraceError, format_line, read_trace
+from shockwave.workload_model.throughput import TableThroughputs
+from shockwave.workload_model.trace import COLUMNS, TraceError, format_line, read_trace
 
 GOOD = (
     "ResNet-18 (batch size 32)\tpython3 main.py --data_dir=%s/cifar10 --batch_size 32\t"

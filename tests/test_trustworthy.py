@@ -32,9 +32,9 @@ def gappy_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _generated(path: Path, seed: int) -> Path:
-    from shockwave.workload.generator import GeneratorParams, generate
-    from shockwave.workload.throughput import load_throughputs
-    from shockwave.workload.trace import write_trace
+    from shockwave.workload_model.generator import GeneratorParams, generate
+    from shockwave.workload_model.throughput import load_throughputs
+    from shockwave.workload_model.trace import write_trace
 
     params = GeneratorParams(jobs=12, min_hours=0.1, max_hours=0.4, lam=60.0, seed=seed)
     write_trace(generate(params, load_throughputs(None)), path)
@@ -119,7 +119,7 @@ def test_output_locations_are_checked_before_any_work(small_trace: Path, monkeyp
     from typer.testing import CliRunner
 
     import shockwave.simulator.run
-    import shockwave.workload.generator
+    import shockwave.workload_model.generator
     from shockwave.cli import app
 
     def never(*args: object, **kwargs: object) -> None:

@@ -17,14 +17,14 @@ require_module("torch", "the workloads train real PyTorch models: pip install to
 
 import torch  # noqa: E402  (after the check above)
 
-from shockwave import job  # noqa: E402
+from shockwave import lease as client  # noqa: E402
 from shockwave.core.state import JobState, rescale_to_batch_size  # noqa: E402
-from shockwave.workload.catalog import family  # noqa: E402
-from shockwave.workload.profile import build_profile  # noqa: E402
-from shockwave.workload.throughput import load_throughputs  # noqa: E402
-from shockwave.workload.trace import catalog_job, write_trace  # noqa: E402
-from shockwave.workloads.adaptive import Accordion, GradientNoiseScale, StepGradients  # noqa: E402
-from shockwave.workloads.local import TRAIN, run_lease  # noqa: E402
+from shockwave.training.adaptive import Accordion, GradientNoiseScale, StepGradients  # noqa: E402
+from shockwave.training.local import TRAIN, run_lease  # noqa: E402
+from shockwave.workload_model.catalog import family  # noqa: E402
+from shockwave.workload_model.profile import build_profile  # noqa: E402
+from shockwave.workload_model.throughput import load_throughputs  # noqa: E402
+from shockwave.workload_model.trace import catalog_job, write_trace  # noqa: E402
 
 
 # -- controllers -------------------------------------------------------------------------------------------------
@@ -67,8 +67,8 @@ def test_gns_estimates_the_noise_scale_of_known_gradients_and_doubles_past_it() 
 
 
 # -- a job switching batch size ----------------------------------------------------------------------------------
-def lease_terms(model: str, bs: int, total: int, resume: int = 0) -> job.Terms:
-    return job.Terms(
+def lease_terms(model: str, bs: int, total: int, resume: int = 0) -> client.Terms:
+    return client.Terms(
         job_id=3,
         deadline=time.time() + 300,
         max_steps=total,
@@ -115,7 +115,7 @@ def test_a_job_asks_for_a_batch_size_and_resumes_at_it_from_its_checkpoint(
 
 
 def test_a_job_whose_loss_diverges_fails_loudly(tmp_path: Path) -> None:
-    script = "import shockwave.workloads.train as t; t.BASE_LR = 1e30; t.main()"
+    script = "import shockwave.training.train as t; t.BASE_LR = 1e30; t.main()"
     command = [sys.executable, "-c", script, "--family", "Recommendation"]
     lease = run_lease(command, lease_terms("Recommendation", 512, 200), 1, tmp_path)
     assert lease.codes != [0] and "the loss is" in lease.output

@@ -23,11 +23,11 @@ from shockwave import __version__
 from shockwave.atomic import ensure_writable, ensure_writable_file
 from shockwave.errors import InputError, Interrupted, require_extra
 from shockwave.provenance import this_command, with_command
-from shockwave.workload.generator import GeneratorParams, generate
-from shockwave.workload.profile import load_workload
-from shockwave.workload.summary import job_records, summarize
-from shockwave.workload.throughput import load_throughputs
-from shockwave.workload.trace import TraceError, require_gangs_fit, write_trace
+from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.profile import load_workload
+from shockwave.workload_model.summary import job_records, summarize
+from shockwave.workload_model.throughput import load_throughputs
+from shockwave.workload_model.trace import TraceError, require_gangs_fit, write_trace
 
 # Plain help (rich_markup_mode=None): rich's help panels label every flag "<bool>".
 HELP = """Fair and efficient scheduling of ML training jobs on shared GPU clusters (Shockwave, NSDI'23).
@@ -243,7 +243,7 @@ def simulate_cmd(
         )
     by_gang = _gang_costs(restart_by_gang) if restart_by_gang else None
     mech = preset(mechanics).with_round_seconds(round_seconds).with_overrides(restart_seconds, realloc_seconds, by_gang)
-    cluster = ClusterSpec(gpus=gpus, gpus_per_server=gpus_per_server)
+    cluster = ClusterSpec.of(gpus=gpus, gpus_per_server=gpus_per_server)
     hyper = ShockwaveConfig.from_json(config) if config is not None else None
     if out_dir is not None:
         ensure_writable(out_dir)
@@ -522,8 +522,8 @@ def profile_workloads_cmd(
     from shockwave.atomic import write_atomically
 
     require_extra("torch", "workloads", "profile-workloads")
-    from shockwave.workloads.profiling import plan, profile, table_of
-    from shockwave.workloads.train import WORKLOAD_FAMILIES
+    from shockwave.training.profiling import plan, profile, table_of
+    from shockwave.training.train import WORKLOAD_FAMILIES
 
     names = [f.strip() for f in families.split(",") if f.strip()] or list(WORKLOAD_FAMILIES)
     sizes = _ints(batch_sizes, "--batch-sizes") if batch_sizes else None

@@ -1,33 +1,118 @@
-"""The cluster a policy schedules onto: homogeneous GPUs grouped into servers."""
+"""The cluster a policy schedules onto: pools of GPUs, one per GPU type, each grouped into servers.
+
+GPUs are numbered across the whole cluster, pool after pool in the order the cluster was written
+(`v100:32,p100:16` gives V100s 0-31 and P100s 32-47), so a placement is a tuple of GPU ids whatever the types.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from shockwave.errors import InputError
-from shockwave.workload.throughput import DEFAULT_GPU_TYPE
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 MAX_GPUS = 1_000_000
 """Ten times the largest GPU clusters built so far; the simulator keeps state per GPU."""
+_POOL = re.compile(r"^\s*([A-Za-z][\w-]*)\s*:\s*(\d+)\s*(?::\s*(\d+)\s*)?$")
 
 
 @dataclass(frozen=True)
-class ClusterSpec:
+class Pool:
+    gpu_type: str
     gpus: int
     gpus_per_server: int = 1
-    gpu_type: str = DEFAULT_GPU_TYPE
 
     def __post_init__(self) -> None:
         if not 1 <= self.gpus <= MAX_GPUS:
-            raise InputError(f"--gpus must be >= 1 and <= {MAX_GPUS}, got {self.gpus}")
+            raise InputError(f"a cluster's {self.gpu_type} pool must have >= 1 and <= {MAX_GPUS} GPUs, got {self.gpus}")
         if self.gpus_per_server < 1 or self.gpus % self.gpus_per_server:
             raise InputError(
-                f"--gpus-per-server must be >= 1 and divide --gpus ({self.gpus}), got {self.gpus_per_server}"
+                f"--gpus-per-server must be >= 1 and divide the {self.gpu_type} pool's {self.gpus} GPUs, "
+                f"got {self.gpus_per_server}"
             )
 
     @property
     def servers(self) -> int:
         return self.gpus // self.gpus_per_server
 
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    pools: tuple[Pool, ...]
+
+    def __post_init__(self) -> None:
+        if not self.pools:
+            raise InputError("a cluster needs at least one GPU pool")
+        types = [pool.gpu_type for pool in self.pools]
+        if len(set(types)) != len(types):
+            raise InputError(f"a cluster names each GPU type once, got {', '.join(types)}")
+        if self.gpus > MAX_GPUS:
+            raise InputError(f"a cluster may have at most {MAX_GPUS} GPUs, got {self.gpus}")
+
+    @classmethod
+    def of(cls, gpus: int, gpus_per_server: int = 1, gpu_type: str = DEFAULT_GPU_TYPE) -> ClusterSpec:
+        """One pool: what `--gpus N` means."""
+        if not 1 <= gpus <= MAX_GPUS:
+            raise InputError(f"--gpus must be >= 1 and <= {MAX_GPUS}, got {gpus}")
+        return cls((Pool(gpu_type, gpus, gpus_per_server),))
+
+    @classmethod
+    def parse(cls, text: str, gpus_per_server: int = 1) -> ClusterSpec:
+        """`type:gpus[:gpus per server]`, comma-separated (`v100:32`, `v100:32:4,k80:16`); a pool without its own
+        server size takes `gpus_per_server`."""
+        pools = []
+        for part in text.split(","):
+            match = _POOL.match(part)
+            if match is None:
+                raise InputError(
+                    f"--cluster: {part.strip()!r} is not TYPE:GPUS or TYPE:GPUS:GPUS_PER_SERVER (e.g. v100:32,k80:16)"
+                )
+            name, gpus, per = match.groups()
+            pools.append(Pool(name.lower(), int(gpus), int(per) if per else gpus_per_server))
+        return cls(tuple(pools))
+
+    @cached_property
+    def gpus(self) -> int:
+        return sum(pool.gpus for pool in self.pools)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(pool.gpu_type for pool in self.pools)
+
+    @property
+    def default_type(self) -> str:
+        """The type a policy that knows one type schedules on: the first pool's."""
+        return self.pools[0].gpu_type
+
+    def pool(self, gpu_type: str) -> Pool:
+        for pool in self.pools:
+            if pool.gpu_type == gpu_type:
+                return pool
+        raise KeyError(gpu_type)
+
+    def gpu_ids(self, gpu_type: str) -> range:
+        """The cluster-wide ids of the pool's GPUs."""
+        start = 0
+        for pool in self.pools:
+            if pool.gpu_type == gpu_type:
+                return range(start, start + pool.gpus)
+            start += pool.gpus
+        raise KeyError(gpu_type)
+
     def server_of(self, gpu: int) -> int:
-        return gpu // self.gpus_per_server
+        """Cluster-wide server id of a GPU (servers hold GPUs of one type)."""
+        servers = 0
+        for pool in self.pools:
+            if gpu < pool.gpus:
+                return servers + gpu // pool.gpus_per_server
+            gpu -= pool.gpus
+            servers += pool.servers
+        raise IndexError(gpu)
+
+    def describe(self) -> str:
+        """How `--cluster` would write it."""
+        return ",".join(
+            f"{p.gpu_type}:{p.gpus}" + (f":{p.gpus_per_server}" if p.gpus_per_server > 1 else "") for p in self.pools
+        )

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import csv
-import functools
 import json
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from shockwave.errors import InputError
+from shockwave.results import Result, RoundRow
 
 
 def _mix(counts: dict[str, int]) -> str:
@@ -96,15 +93,17 @@ def _solver_line(stats: dict[str, Any]) -> str:
 
 
 def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
-    """result.json (the `simulate --json` object) and rounds.csv (one row per round)."""
+    """result.json (the `simulate --json` object) and rounds.csv (one `RoundRow` per round, from any object with
+    its attributes)."""
+    columns = list(RoundRow.model_fields)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "result.json").write_text(json.dumps(result, indent=1))
         with (out_dir / "rounds.csv").open("w", newline="") as f:
             writer = csv.writer(f)
-            writer.writerow(["round", "time_s", "running_jobs", "busy_gpus"])
+            writer.writerow(columns)
             for r in rounds:
-                writer.writerow([r.round, r.time_s, r.running_jobs, r.busy_gpus])
+                writer.writerow([getattr(r, column) for column in columns])
     except OSError as exc:
         raise InputError(f"cannot write results: {exc.strerror}", path=out_dir) from None
 
@@ -184,9 +183,6 @@ def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
 
 
 # -- reading saved results back ------------------------------------------------------------------------------------
-RESULT_SCHEMA = "schemas/result.schema.json"
-
-
 def check_results(results: Any, path: Path) -> list[dict[str, Any]]:
     """A comparison's results.json: a non-empty list of result objects, or an InputError naming what is wrong, so
     `report` on a hand-edited or foreign file says why instead of failing inside a table or a figure."""
@@ -198,29 +194,7 @@ def check_results(results: Any, path: Path) -> list[dict[str, Any]]:
 
 
 def check_result(result: Any, path: Path, where: str = "result", needs: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One saved result that matches the result format (RESULT_SCHEMA) and also holds the keys `needs`, or an
-    InputError naming the first field that does not."""
-    problem = _schema_problem(result, needs, where)
-    if problem is not None:
-        raise InputError(
-            f"not a shockwave result ({problem}): was it written by another version? run compare or sweep again",
-            path=path,
-        )
+    """One saved result that matches the result format (`shockwave.results.Result`) and also holds the keys `needs`,
+    or an InputError naming the first field that does not. The data is returned as read: readers index it."""
+    Result.from_json_dict(result, path, where=where, needs=needs)
     return result
-
-
-@functools.cache
-def _result_validator(needs: tuple[str, ...]) -> Draft202012Validator:
-    """Built once per set of extra required keys: a sweep checks every one of its cells."""
-    schema = json.loads(files("shockwave").joinpath(RESULT_SCHEMA).read_text(encoding="utf-8"))
-    return Draft202012Validator({**schema, "required": [*schema["required"], *needs]})
-
-
-def _schema_problem(value: Any, needs: tuple[str, ...], where: str) -> str | None:
-    """The most relevant way `value` departs from the result format (and the extra required keys `needs`)."""
-    error = best_match(_result_validator(needs).iter_errors(value))
-    if error is None:
-        return None
-    at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    message = error.message if len(error.message) <= 200 else error.message[:197] + "..."  # it quotes the value
-    return f"{where}{at}: {message}"

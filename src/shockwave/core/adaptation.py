@@ -8,7 +8,7 @@ GNS doubles the batch size one epoch ahead of each planned switch.
 from __future__ import annotations
 
 from shockwave.core.state import JobState
-from shockwave.workload.adaptation import gns_batch_size
+from shockwave.workload_model.adaptation import gns_batch_size
 
 GNS_LOOKAHEAD_EPOCHS = 760  # length of the switch table the reference consults; longer than any job
 

@@ -1,4 +1,4 @@
-"""The policy contract: read the scheduler's view, name the jobs that run next round.
+"""The policy contract: read the scheduler's view, return the next round's plan (`RoundPlan`).
 
 Hooks tell a policy what happened (a job arrived, ran, failed, left) so it can keep its own bookkeeping; they never
 touch the scheduler's state. The same calls come from the simulator and the Ray runtime.
@@ -9,24 +9,44 @@ JSON so a resumed run decides as the killed one would have, and nothing read bac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from shockwave.cluster import ClusterSpec
+from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 
 T = TypeVar("T")
 
 
-@dataclass
 class SchedulerView:
-    now: float
-    round_index: int
-    round_seconds: float
-    cluster: ClusterSpec
-    jobs: dict[int, JobState]
-    """Active jobs in arrival (= id) order."""
+    """What a policy sees: the time (read-only: only the driver moves its clock), the cluster and the active jobs."""
+
+    def __init__(
+        self,
+        time: Callable[[], float],
+        round_seconds: float,
+        cluster: ClusterSpec,
+        jobs: dict[int, JobState] | None = None,
+        round_index: int = 0,
+    ) -> None:
+        self._time = time
+        self.round_seconds, self.cluster, self.round_index = round_seconds, cluster, round_index
+        self.jobs: dict[int, JobState] = {} if jobs is None else jobs
+        """Active jobs in arrival (= id) order."""
+
+    @property
+    def now(self) -> float:
+        return self._time()
+
+    @property
+    def default_gpus(self) -> int:
+        """GPUs of the default type: all a policy that knows one type may plan on."""
+        return self.cluster.pools[0].gpus
+
+    def plan_on_default_type(self, job_ids: Iterable[int]) -> RoundPlan:
+        """Each job alone on its gang of the cluster's default type, in the given order."""
+        return RoundPlan.on_type(job_ids, self.jobs, self.cluster.default_type)
 
 
 class Policy:
@@ -34,8 +54,8 @@ class Policy:
 
     name = "policy"
 
-    def plan(self, view: SchedulerView) -> list[int]:
-        """Jobs to run next round, most deserving first; their gangs must fit on the cluster together."""
+    def plan(self, view: SchedulerView) -> RoundPlan:
+        """The next round, most deserving first; `validate_plan` holds every driver to it."""
         raise NotImplementedError
 
     def job_added(self, view: SchedulerView, job: JobState) -> None:
@@ -45,10 +65,12 @@ class Policy:
         """A job completed or was given up."""
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
-        """A job ran `steps` steps in `exec_s` seconds (after restart cost) at its current batch size."""
+        """After a round a job ran in: it did `steps` steps in `exec_s` seconds of training (start-up excluded) at
+        its current batch size. Once per round and job; a job that switched batch size during a (real) round
+        reports the part before the switch separately, at its old batch size."""
 
     def round_failed(self, view: SchedulerView, job: JobState) -> None:
-        """A job's round made no progress."""
+        """A job ran in a round but made no progress (it crashed, or never got to train)."""
 
     def summary(self) -> dict[str, Any]:
         """Policy-specific additions to the run's result object."""
@@ -58,7 +80,7 @@ class Policy:
         """Everything the policy has learnt since it was built, as JSON-ready data (string keys, lists, numbers).
 
         Settings given at construction are not part of it: a resumed run builds the policy the same way first. A
-        change to what a policy keeps must bump `shockwave.runtime.memory.FORMAT`, so old journals are refused.
+        change to what a policy keeps must bump `shockwave.runtime.snapshot.FORMAT`, so old journals are refused.
         """
         raise NotImplementedError
 

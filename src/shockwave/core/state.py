@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shockwave.workload.catalog import ModelFamily, family
-from shockwave.workload.profile import JobProfile
-from shockwave.workload.trace import TraceJob
+from shockwave.workload_model.catalog import ModelFamily, family
+from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.trace import TraceJob
 
 
 @dataclass
@@ -22,7 +22,8 @@ class JobState:
     spec: TraceJob
     family: ModelFamily
     profile: JobProfile
-    throughput: float
+    rates: dict[str, float]
+    """Steps per second on each GPU type the job can run on, at its current batch size."""
     initial_batch_size: int
     batch_size: int
     total_steps: int
@@ -35,14 +36,14 @@ class JobState:
     """Finish time of the job's latest round; its completion time once it has left."""
 
     @classmethod
-    def admit(cls, job_id: int, spec: TraceJob, profile: JobProfile, throughput: float) -> JobState:
+    def admit(cls, job_id: int, spec: TraceJob, profile: JobProfile, rates: dict[str, float]) -> JobState:
         model, bs = spec.model, spec.batch_size
         return cls(
             id=job_id,
             spec=spec,
             family=family(model),
             profile=profile,
-            throughput=throughput,
+            rates=rates,
             initial_batch_size=bs,
             batch_size=bs,
             total_steps=spec.total_steps,
@@ -55,7 +56,7 @@ class JobState:
     @classmethod
     def restore(cls, job_id: int, spec: TraceJob, profile: JobProfile, state: dict[str, Any]) -> JobState:
         """The job as `state_dict` left it, its trace line and profile given again."""
-        job = cls.admit(job_id, spec, profile, throughput=0.0)
+        job = cls.admit(job_id, spec, profile, rates={})
         for name, kind in MUTABLE_FIELDS.items():
             setattr(job, name, kind(state[name]))
         return job
@@ -67,6 +68,10 @@ class JobState:
     @property
     def scale_factor(self) -> int:
         return self.spec.scale_factor
+
+    def rate(self, gpu_type: str) -> float:
+        """Steps per second on `gpu_type` (0 where the job cannot run)."""
+        return self.rates.get(gpu_type, 0.0)
 
     @property
     def remaining_steps(self) -> int:
@@ -89,8 +94,12 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _rates(value: Any) -> dict[str, float]:
+    return {str(gpu_type): float(rate) for gpu_type, rate in dict(value).items()}
+
+
 MUTABLE_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "throughput": float,
+    "rates": _rates,
     "batch_size": int,
     "total_steps": int,
     "steps_done": int,

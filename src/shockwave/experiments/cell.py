@@ -110,7 +110,7 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
         if cell.config_text is not None:
             config = ShockwaveConfig.from_mapping(json.loads(cell.config_text), path=cell.config_name)
         mechanics = preset(cell.mechanics).with_round_seconds(cell.round_seconds)
-        cluster = ClusterSpec(gpus=cell.gpus, gpus_per_server=cell.gpus_per_server)
+        cluster = ClusterSpec.of(gpus=cell.gpus, gpus_per_server=cell.gpus_per_server)
         result, run = simulate(trace, cell.policy, cluster, mechanics, throughputs, config, on_round)
     result["trace"] = cell.trace_path or cell.label
     result["throughputs"] = cell.throughputs_name or result["throughputs"]

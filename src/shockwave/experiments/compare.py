@@ -45,15 +45,15 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     from shockwave.cluster import ClusterSpec
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
-    from shockwave.workload.profile import load_workload
-    from shockwave.workload.summary import makespan_lower_bound
-    from shockwave.workload.trace import require_gangs_fit
+    from shockwave.workload_model.profile import load_workload
+    from shockwave.workload_model.summary import makespan_lower_bound
+    from shockwave.workload_model.trace import require_gangs_fit
 
     policies = list(dict.fromkeys(canonical_name(p) for p in request.policies))
     if not policies:
         raise InputError("--policies names no policy")
     mechanics = preset(request.mechanics).with_round_seconds(request.round_seconds)
-    ClusterSpec(request.gpus, request.gpus_per_server)
+    ClusterSpec.of(request.gpus, request.gpus_per_server)
     _, jobs, profiles = load_workload(request.trace, request.throughputs)
     require_gangs_fit(jobs, request.gpus, request.trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, request.gpus))

@@ -46,9 +46,9 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     from shockwave.cluster import ClusterSpec
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
-    from shockwave.workload.generator import GeneratorParams, generate
-    from shockwave.workload.throughput import load_throughputs
-    from shockwave.workload.trace import read_trace, require_gangs_fit, write_trace
+    from shockwave.workload_model.generator import GeneratorParams, generate
+    from shockwave.workload_model.throughput import load_throughputs
+    from shockwave.workload_model.trace import read_trace, require_gangs_fit, write_trace
 
     if not spec.cases:
         raise InputError(
@@ -62,7 +62,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     throughputs_text = read_text(spec.throughputs, "throughput file") if spec.throughputs else None
     cells = []
     for case in spec.cases:
-        ClusterSpec(case.gpus, spec.gpus_per_server)
+        ClusterSpec.of(case.gpus, spec.gpus_per_server)
         config_path = case.config or spec.config
         config_text = None
         if config_path is not None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shockwave.core.mechanism import GavelPolicy
 from shockwave.core.policy import Policy
 from shockwave.errors import InputError
-from shockwave.policies.allox import AlloX
-from shockwave.policies.fifo import Fifo
-from shockwave.policies.finish_time_fairness import FinishTimeFairness
-from shockwave.policies.gandiva_fair import GandivaFair
-from shockwave.policies.max_min_fairness import MaxMinFairness
-from shockwave.policies.max_sum_throughput import MaxSumThroughput
-from shockwave.policies.min_total_duration import MinTotalDuration
+from shockwave.policies.gavel.allox import AlloX
+from shockwave.policies.gavel.fifo import FifoPolicy
+from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairness
+from shockwave.policies.gavel.gandiva_fair import GandivaFair
+from shockwave.policies.gavel.max_min_fairness import MaxMinFairness
+from shockwave.policies.gavel.max_sum_throughput import MaxSumThroughput
+from shockwave.policies.gavel.mechanism import GavelPolicy
+from shockwave.policies.gavel.min_total_duration import MinTotalDuration
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 
@@ -27,7 +27,7 @@ POLICIES: dict[str, Factory] = {
     "max_sum_throughput_perf": lambda interval: GavelPolicy(MaxSumThroughput(), min_realloc_interval_s=interval),
     "allox": lambda interval: GavelPolicy(AlloX(), min_realloc_interval_s=interval),
     "gandiva_fair": lambda interval: GavelPolicy(GandivaFair(), min_realloc_interval_s=interval),
-    "fifo": lambda interval: GavelPolicy(Fifo(), min_realloc_interval_s=interval, skip_unallocated=True),
+    "fifo": lambda interval: FifoPolicy(min_realloc_interval_s=interval),
 }
 
 ALIASES = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from shockwave.job import steps_per_second
-from shockwave.runtime.clock import Clock
+from shockwave.core.clock import Clock
+from shockwave.lease import steps_per_second
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class Launch:
     """The job's progress at `batch_size` (differs from the checkpoint's step after a batch-size change)."""
     epoch_steps: int = 2**62
     """Steps per epoch at `batch_size`."""
+    gpu_type: str = DEFAULT_GPU_TYPE
+    """The type of GPU the round's plan puts the job on."""
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shockwave.core.clock import Clock, VirtualClock
 from shockwave.runtime.backend import GangStatus, Launch
-from shockwave.runtime.clock import Clock, VirtualClock
 
 
 @dataclass

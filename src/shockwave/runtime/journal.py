@@ -2,7 +2,7 @@
 
 A scheduler killed at any point (kill -9 included) finds, on `--resume`, the state of the last completed round:
 which jobs finished (and when), how far each other job got by its last checkpoint, where that checkpoint is, its
-batch size, restarts and preemptions, and the scheduler's memory (`shockwave.runtime.memory`: what the policy has
+batch size, restarts and preemptions, and the scheduler's snapshot (`shockwave.runtime.snapshot`: what the policy has
 learnt). Everything is JSON text: nothing read back is ever code. Checkpoints themselves are files next to the
 journal.
 """
@@ -74,15 +74,16 @@ class Journal:
             row_id: JobRecord(**json.loads(text)) for row_id, text in self.db.execute("SELECT id, record FROM jobs")
         }
 
-    def memory(self) -> str | bytes | None:
-        """The scheduler memory as stored: JSON text, or bytes from a journal of before memory format 1 (never
+    def snapshot(self) -> str | bytes | None:
+        """The scheduler's snapshot as stored (in the `memory` table): JSON text, or bytes from a journal of before
+        snapshot format 1 (never
         decoded here: `Memory.loads` refuses them)."""
         row = self.db.execute("SELECT data FROM memory WHERE id = 0").fetchone()
         return None if row is None else row[0]
 
-    def save(self, settings: dict[str, Any], jobs: list[JobRecord], memory: str) -> None:
+    def save(self, settings: dict[str, Any], jobs: list[JobRecord], snapshot: str) -> None:
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO memory VALUES (0, ?)", (memory,))
+            self.db.execute("INSERT OR REPLACE INTO memory VALUES (0, ?)", (snapshot,))
             self.db.executemany(
                 "INSERT OR REPLACE INTO settings VALUES (?, ?)", [(k, json.dumps(v)) for k, v in settings.items()]
             )

@@ -24,12 +24,12 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from shockwave import job as lease_files
+from shockwave import lease as lease_files
+from shockwave.core.clock import Clock, WallClock
 from shockwave.errors import InputError
 from shockwave.lifetime import die_with_parent
 from shockwave.local_ray import LocalRay
 from shockwave.runtime.backend import GangStatus, Launch
-from shockwave.runtime.clock import Clock, WallClock
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")

@@ -30,15 +30,15 @@ from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import JobRecord, Journal
-from shockwave.runtime.memory import Memory
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
-from shockwave.workload.profile import build_profile, load_workload, schedule_from_switches
-from shockwave.workload.throughput import DEFAULT_GPU_TYPE, TableThroughputs, ThroughputModel, UnknownThroughput
-from shockwave.workload.trace import TraceJob, read_trace, require_gangs_fit, write_trace
+from shockwave.runtime.snapshot import Snapshot
+from shockwave.workload_model.profile import build_profile, load_workload, schedule_from_switches
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, TableThroughputs, ThroughputModel, UnknownThroughput
+from shockwave.workload_model.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
 log = logging.getLogger(__name__)
 DEFAULT_COMMAND = (
-    f"{shlex.quote(sys.executable)} -m shockwave.workloads.train --family {{family}} --mode {{mode}} --seed {{job_id}}"
+    f"{shlex.quote(sys.executable)} -m shockwave.training.train --family {{family}} --mode {{mode}} --seed {{job_id}}"
 )
 
 
@@ -183,9 +183,9 @@ def run(
     profiles = [build_profile(job, tm) for job in jobs]
     policy = make_policy(name, min_realloc_interval_s=interval, shockwave_config=config)
     if request.resume:
-        memory = Memory.loads(journal.memory(), policy, jobs, profiles, request.journal_path)
+        snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, request.journal_path)
     else:
-        memory = Memory(policy, {}, [])
+        snapshot = Snapshot(policy, {}, [])
     if backend is None:
         require_extra("ray", "cluster", "shockwave run")
         from shockwave.runtime.ray_backend import RayBackend
@@ -204,15 +204,15 @@ def run(
         jobs,
         profiles,
         tm,
-        ClusterSpec(request.gpus),
-        memory.policy,
+        ClusterSpec.of(request.gpus),
+        snapshot.policy,
         cluster_backend,
         journal,
         settings,
         {**journal.settings(), **_settings_of(request)},
         journal.jobs(),
-        memory.rounds,
-        memory.jobs,
+        snapshot.rounds,
+        snapshot.jobs,
     )
     try:
         scheduler.run()

@@ -1,36 +1,39 @@
-"""The scheduling core on its backend's clock: the same policies as the simulator, deciding for real jobs.
+"""The runtime's driver of the scheduling loop (`shockwave.core.loop`): the same policies and loop as the simulator,
+deciding for real jobs on a backend's clock.
 
 Each round (every `round_seconds`):
-1. observe every running gang: steps done, measured throughput (smoothed), newer checkpoints (collected, so a lost
+1. wait for the round's end (the one place time passes), granting batch-size requests on the way; observe every
+   running gang: steps done, measured throughput (smoothed), newer checkpoints (collected, so a lost
    node or a killed scheduler costs at most the work since), exits: done, crashed (restarted from its checkpoint up
    to `max_restarts` times, then failed with its reason), or asking for another batch size;
 2. admit jobs whose (time-scaled) arrival has come;
-3. ask the policy for the next round's jobs;
+3. the loop asks the policy for the next round's plan and checks it;
 4. stop running jobs it did not choose (they checkpoint and exit; their GPUs are freed and verified free), extend
    the leases of chosen running jobs (no restart), start the others from their checkpoints;
-5. journal the state, then wait for the round's end; meanwhile a job that stops to ask for another batch size
-   (at an epoch boundary) is granted it at once: it restarts from its checkpoint on the rest of its lease.
+5. journal the state. A job that stops mid-round to ask for another batch size (at an epoch boundary) is granted it
+   at once: it restarts from its checkpoint on the rest of its lease.
 A lease runs `hold_seconds` past its round so a job chosen again never stops between rounds.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.core.policy import Policy, SchedulerView
-from shockwave.core.state import JobState, rescale_to_batch_size
+from shockwave.core.clock import Clock, Elapsed
+from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, rates_after_switch
+from shockwave.core.plan import RoundPlan
+from shockwave.core.policy import Policy
+from shockwave.core.state import JobState
 from shockwave.runtime.backend import Backend, GangStatus, Launch
-from shockwave.runtime.clock import Clock
 from shockwave.runtime.journal import JobRecord, Journal
-from shockwave.runtime.memory import Memory, RoundLog
-from shockwave.workload.profile import JobProfile
-from shockwave.workload.throughput import ThroughputModel
-from shockwave.workload.trace import TraceJob
+from shockwave.runtime.snapshot import Snapshot
+from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.throughput import ThroughputModel
+from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
 EMA_ALPHA = 0.5
@@ -60,6 +63,7 @@ class _Running:
     deadline: float
     last_step: int
     batch_size: int
+    gpu_type: str
     prior_rate: float | None
     """The job's smoothed rate at this batch size before this lease: the lease's own rate is blended into it."""
     last_report: float | None = None
@@ -79,20 +83,25 @@ class RuntimeScheduler:
     run_settings: dict[str, Any]
     """Everything needed to resume (journaled with every round)."""
     records: dict[int, JobRecord] = field(default_factory=dict)
-    rounds: list[RoundLog] = field(default_factory=list)
+    rounds: list[RoundRecord] = field(default_factory=list)
     admitted: InitVar[dict[int, JobState] | None] = None
-    """Jobs the policy already knows (a resumed run's memory): taken back to their journaled checkpoints."""
+    """Jobs the policy already knows (a resumed run's snapshot): taken back to their journaled checkpoints."""
 
     def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
         self.clock: Clock = self.backend.clock
         self.start_wall: float = self.run_settings.setdefault("start_wall", self.clock.now())
-        self.view = SchedulerView(
-            now=0.0,
+        self.loop = SchedulingLoop(
+            self.policy,
+            self.cluster,
+            self.settings.round_seconds,
+            Elapsed(self.clock, self.start_wall).now,
             round_index=self.run_settings.get("rounds", 0),
-            round_seconds=self.settings.round_seconds,
-            cluster=self.cluster,
-            jobs={},
+            rounds=self.rounds,
         )
+        self.view = self.loop.view
+        self.round_end: float | None = None
+        """When the round in progress ends, on the backend's clock (None before the first)."""
+        self.decided = self.clock.now()
         self.running: dict[int, _Running] = {}
         self.superseded: list[Path] = []
         for index, spec in enumerate(self.jobs):
@@ -110,23 +119,33 @@ class RuntimeScheduler:
 
     def run(self) -> None:
         try:
-            while not self._all_settled():
-                decided = self.clock.now()
-                self.view.now = self.elapsed()
-                self._observe()
-                self._admit()
-                chosen = [j for j in self.policy.plan(self.view) if j in self.view.jobs]
-                round_start = self._apply(chosen, decided)
-                self.view.round_index += 1
-                self.rounds.append(
-                    RoundLog(self.view.now, len(self.running), sum(self.jobs[j].scale_factor for j in self.running))
-                )
-                self._save()
-                self._tend_until(round_start + self.settings.round_seconds)
+            self.loop.run(self)
         finally:
             for job_id in list(self.running):
                 self._release(job_id)
             self._save()
+
+    # -- the loop's driver ------------------------------------------------------------------------------------------
+    def advance(self, loop: SchedulingLoop) -> None:
+        if self.round_end is not None:
+            self._tend_until(self.round_end)
+        self.decided = self.clock.now()
+        self._observe()
+
+    def admit(self, loop: SchedulingLoop) -> None:
+        self._admit()
+
+    def idle(self, loop: SchedulingLoop) -> bool:
+        """Jobs are still to arrive: wait a round for them."""
+        return not self.all_settled()
+
+    def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
+        round_start = self._apply(plan, self.decided)
+        self.round_end = round_start + self.settings.round_seconds
+        return RoundPlan(tuple(a for a in plan.assignments if all(j in self.running for j in a.jobs)))
+
+    def round_launched(self, loop: SchedulingLoop) -> None:
+        self._save()
 
     def _tend_until(self, end: float) -> None:
         """Wait for the round's end, granting batch-size requests on the way (the job keeps its lease)."""
@@ -135,14 +154,14 @@ class RuntimeScheduler:
             for job_id in list(self.running):
                 status = self.backend.status(job_id)
                 if status.exited and status.requested_batch_size is not None and not status.done:
-                    deadline, wanted = self.running[job_id].deadline, self.elapsed()
+                    lease, wanted = self.running[job_id], self.elapsed()
                     self._look(job_id, status)
                     self._ended(job_id, status)
                     if job_id in self.view.jobs:
-                        self._start(job_id, deadline, wanted)
+                        self._start(job_id, lease.gpu_type, lease.deadline, wanted)
                     self._save()
 
-    def _all_settled(self) -> bool:
+    def all_settled(self) -> bool:
         return all(r.status in ("done", "failed") for r in self.records.values())
 
     # -- observing -------------------------------------------------------------------------------------------------
@@ -169,13 +188,14 @@ class RuntimeScheduler:
         rate = status.lease_rate()
         if rate is not None:
             smoothed = rate if lease.prior_rate is None else EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate
-            record.rates[str(lease.batch_size)] = record.measured_throughput = state.throughput = smoothed
+            record.rates[str(lease.batch_size)] = record.measured_throughput = smoothed
+            state.rates[lease.gpu_type] = smoothed
         steps = status.step - lease.last_step
         since = lease.last_report if lease.last_report is not None else status.first_step_at
-        if steps > 0 and since is not None and status.reported_at > since:
-            self.policy.round_executed(self.view, state, status.reported_at - since, steps)
-            record.train_seconds += status.reported_at - since
         state.steps_done = min(status.step, state.total_steps)
+        if steps > 0 and since is not None and status.reported_at > since:
+            record.train_seconds += status.reported_at - since
+            self.loop.progressed(state, status.reported_at - since, steps)
         lease.last_step, lease.last_report = status.step, status.reported_at
 
     def _collect_checkpoint(self, job_id: int) -> None:
@@ -200,12 +220,13 @@ class RuntimeScheduler:
             record.finish_s = finished - self.start_wall
             state.steps_done = state.total_steps
             state.last_finish_s = record.finish_s
-            self._remove(job_id)
+            self.loop.remove(state)
             self._save()  # a completion is durable at once: a scheduler that dies now will not run it again
             log.info("job %d completed at %.1f s", job_id, record.finish_s)
             return
         state.steps_done = record.steps  # whatever came after the last checkpoint is lost
         if status.failure is not None:
+            self.loop.stalled(state)
             record.restarts += 1
             log.warning(
                 "job %d failed (%d/%d restarts): %s",
@@ -216,7 +237,7 @@ class RuntimeScheduler:
             )
             if record.restarts > self.settings.max_restarts:
                 record.status, record.reason = "failed", status.failure
-                self._remove(job_id)
+                self.loop.remove(state)
             return
         if status.requested_batch_size is not None and status.requested_batch_size != state.batch_size:
             self._switch(record, state, status.requested_batch_size)
@@ -225,27 +246,16 @@ class RuntimeScheduler:
         """The job asked for `batch_size` (at a checkpoint): convert its progress, keeping the epochs it has done.
 
         Until the job reports at the new batch size its rate is the one measured there before, else the current
-        one scaled by the throughput model's ratio between the two batch sizes (the model's absolute rates are
-        another machine's), else the current one.
+        one scaled as the throughput model scales it (`rates_after_switch`), else the current one: the job has
+        switched whatever the model knows.
         """
-        old = state.batch_size
-        rescale_to_batch_size(state, batch_size, round_up_progress=False)
+        measured = record.rates.get(str(batch_size))
+        known = {self.cluster.default_type: measured} if measured is not None else {}
+        rates = rates_after_switch(state, batch_size, self.throughputs, known) or dict(state.rates)
+        self.loop.switch_batch_size(state, batch_size, rates, round_up_progress=False)
         record.steps, record.total_steps, record.batch_size = state.steps_done, state.total_steps, batch_size
         record.switches.append([state.epochs_completed, batch_size])
         log.info("job %d trains at batch size %d from epoch %d", state.id, batch_size, state.epochs_completed)
-        measured = record.rates.get(str(batch_size))
-        if measured is not None:
-            state.throughput = measured
-            return
-        with contextlib.suppress(LookupError):
-            speedup = self.throughputs.throughput(state.family.name, batch_size, state.scale_factor) / (
-                self.throughputs.throughput(state.family.name, old, state.scale_factor)
-            )
-            state.throughput *= speedup
-
-    def _remove(self, job_id: int) -> None:
-        state = self.view.jobs.pop(job_id)
-        self.policy.job_removed(self.view, state)
 
     # -- admitting --------------------------------------------------------------------------------------------------
     def _admit(self) -> None:
@@ -254,37 +264,37 @@ class RuntimeScheduler:
             settled = record.status in ("done", "failed")
             if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
                 continue
-            throughput = record.rates.get(str(record.batch_size)) or self.throughputs.throughput(
-                spec.model, record.batch_size, spec.scale_factor
-            )
-            state = _at_checkpoint(JobState.admit(job_id, spec, self.profiles[job_id], throughput), record)
+            rates = admission_rates(self.throughputs, spec.model, record.batch_size, spec.scale_factor, self.cluster)
+            measured = record.rates.get(str(record.batch_size))
+            if measured is not None:
+                rates[self.cluster.default_type] = measured
+            state = _at_checkpoint(JobState.admit(job_id, spec, self.profiles[job_id], rates), record)
             state.batch_size_changes = len(record.switches)
             record.status = "active"
-            self.view.jobs[job_id] = state
-            self.policy.job_added(self.view, state)
+            self.loop.admit(state)
 
     # -- acting ---------------------------------------------------------------------------------------------------
-    def _apply(self, chosen: list[int], decided: float) -> float:
+    def _apply(self, plan: RoundPlan, decided: float) -> float:
         """Carry out the round; returns when its leases begin (once the preempted jobs have left their GPUs).
 
         Kept jobs are extended first, so a slow drain never lets their leases lapse; the round's clock starts after
         the drain, so jobs started now get a whole round however long the preempted took to checkpoint.
         """
-        keep = set(chosen)
+        chosen = {job_id: assignment.gpu_type for assignment in plan.assignments for job_id in assignment.jobs}
         for job_id in chosen:
             if job_id in self.running:
                 self._extend(job_id, self._lease_end(self.clock.now()))
-        stopping = [j for j in self.running if j not in keep]
+        stopping = [j for j in self.running if j not in chosen]
         for job_id in stopping:
             self.backend.stop(job_id)
         self._drain(stopping)
         round_start = self.clock.now()
         deadline = self._lease_end(round_start)
-        for job_id in chosen:
+        for job_id, gpu_type in chosen.items():
             if job_id in self.running:
                 self._extend(job_id, deadline)
             elif job_id in self.view.jobs:
-                self._start(job_id, deadline, decided - self.start_wall)
+                self._start(job_id, gpu_type, deadline, decided - self.start_wall)
         return round_start
 
     def _lease_end(self, round_start: float) -> float:
@@ -311,7 +321,7 @@ class RuntimeScheduler:
                     waiting.remove(job_id)
             self.clock.sleep(0.05)
 
-    def _start(self, job_id: int, deadline: float, wanted: float) -> None:
+    def _start(self, job_id: int, gpu_type: str, deadline: float, wanted: float) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
         checkpoint = Path(record.checkpoint).read_bytes() if record.checkpoint else None
         values = {
@@ -331,10 +341,13 @@ class RuntimeScheduler:
             checkpoint,
             resume_step=state.steps_done,
             epoch_steps=state.iterations_per_epoch,
+            gpu_type=gpu_type,
         )
         if self.backend.start(launch):
             prior = record.rates.get(str(state.batch_size))
-            self.running[job_id] = _Running(self.elapsed(), wanted, deadline, record.steps, state.batch_size, prior)
+            self.running[job_id] = _Running(
+                self.elapsed(), wanted, deadline, record.steps, state.batch_size, gpu_type, prior
+            )
             record.starts.append(self.elapsed())
 
     def _release(self, job_id: int) -> None:
@@ -347,8 +360,8 @@ class RuntimeScheduler:
         """Journal the state; only then delete the checkpoints it no longer names (the journal and the files on
         disk always agree, whenever the scheduler dies)."""
         self.run_settings["rounds"] = self.view.round_index
-        memory = Memory(self.policy, self.view.jobs, self.rounds)
-        self.journal.save(self.run_settings, list(self.records.values()), memory.dumps())
+        snapshot = Snapshot(self.policy, self.view.jobs, self.rounds)
+        self.journal.save(self.run_settings, list(self.records.values()), snapshot.dumps())
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()

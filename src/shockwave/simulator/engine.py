@@ -1,8 +1,8 @@
-"""The simulated clock: rounds of modelled execution around the shared scheduling core.
+"""The simulator's driver of the scheduling loop (`shockwave.core.loop`): modelled execution on a simulated clock.
 
-Time moves in exactly one place (`_advance_clock`): to the end of the round that just ran (its last job's finish),
+Time moves in exactly one place (`_move_clock`): to the end of the round that just ran (its last job's finish),
 or, when nothing ran, to the next arrival. Each boundary then: settle the finished round, let adaptive jobs ask for
-new batch sizes, admit arrivals, ask the policy for the next round and launch it.
+new batch sizes, admit arrivals; the loop asks the policy for the next round and this driver launches it.
 """
 
 from __future__ import annotations
@@ -16,15 +16,18 @@ from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.adaptation import planned_batch_size, requested_batch_size
+from shockwave.core.clock import SimulatedClock
+from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, rates_after_switch
 from shockwave.core.placement import place
-from shockwave.core.policy import Policy, SchedulerView
-from shockwave.core.state import JobState, rescale_to_batch_size
+from shockwave.core.plan import PlanError, RoundPlan
+from shockwave.core.policy import Policy
+from shockwave.core.state import JobState
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.simulator.mechanics import Mechanics
-from shockwave.workload.profile import JobProfile
-from shockwave.workload.summary import makespan_lower_bound
-from shockwave.workload.throughput import ThroughputModel, UnknownThroughput
-from shockwave.workload.trace import TraceJob
+from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.summary import makespan_lower_bound
+from shockwave.workload_model.throughput import ThroughputModel
+from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +40,6 @@ class Launch:
     gpus: tuple[int, ...]
     startup_s: float = 0.0
     """Time the job spends starting before it trains (replaying a real run: every start and restart)."""
-
-
-@dataclass
-class RoundRecord:
-    round: int
-    time_s: float
-    running_jobs: int
-    busy_gpus: int
 
 
 @dataclass(frozen=True)
@@ -83,13 +78,9 @@ class Simulator:
         """Start-up seconds still ahead of jobs whose start-up is longer than a round (replaying a real run)."""
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
-        self.view = SchedulerView(
-            now=jobs[0].arrival if jobs else 0.0,
-            round_index=0,
-            round_seconds=mechanics.round_seconds,
-            cluster=cluster,
-            jobs={},
-        )
+        self.clock = SimulatedClock(jobs[0].arrival if jobs else 0.0)
+        self.loop = SchedulingLoop(policy, cluster, mechanics.round_seconds, self.clock.now)
+        self.view = self.loop.view
         self.queue = deque(range(len(jobs)))
         self.finished: dict[int, JobState] = {}
         self.running: list[Launch] = []
@@ -97,25 +88,33 @@ class Simulator:
         self.gpu_busy = [0.0] * cluster.gpus
         self.round_start = 0.0
         self.round_end: float | None = None
-        self.records: list[RoundRecord] = []
 
     # -- the clock -------------------------------------------------------------------------------------------------
-    def _advance_clock(self) -> None:
-        latest = max((launch.finish for launch in self.running), default=0.0)
+    def _move_clock(self, *, idle: bool = False) -> None:
+        """To the end of the round that ran; with `idle` (or when nothing ran), to the next arrival."""
+        latest = 0.0 if idle else max((launch.finish for launch in self.running), default=0.0)
         if latest > 0:
             if self.round_end is not None:
                 self.round_start = self.round_end
             self.round_end = latest
-            self.view.now = latest
+            self.clock.move_to(latest)
         elif self.queue:
-            self.view.now = self.specs[self.queue[0]].arrival
+            self.clock.move_to(self.specs[self.queue[0]].arrival)
         else:
             # Nothing ran and nothing will arrive: let a round of time pass so throttled policies can react.
-            self.view.now += self.mechanics.round_seconds
-        if latest <= 0 and not self.mechanics.stop_when_cluster_empty:
-            self.round_start = self.round_end = self.view.now  # no stale round start after an idle gap
+            self.clock.move_to(self.clock.now() + self.mechanics.round_seconds)
+        if latest <= 0 and (idle or not self.mechanics.stop_when_cluster_empty):
+            self.round_start = self.round_end = self.clock.now()  # no stale round start after an idle gap
 
     # -- settling a finished round ---------------------------------------------------------------------------------
+    def advance(self, loop: SchedulingLoop) -> None:
+        self._move_clock()
+        previous = self.placements[-2] if len(self.placements) >= 2 else None
+        for launch in sorted(self.running, key=lambda launch: (-launch.finish, launch.job.id)):
+            self._settle(launch, previous)
+        self.running = []
+        self._request_batch_sizes()
+
     def _settle(self, launch: Launch, previous: dict[int, tuple[int, ...]] | None) -> None:
         job, m = launch.job, self.mechanics
         exec_s = launch.finish - self.round_start
@@ -130,56 +129,36 @@ class Simulator:
         job.run_time_s += exec_s
         completed = False
         if exec_s <= 0 and steps // job.scale_factor <= 0:  # some GPU of the gang got no steps: a failed round
-            job.failures += 1
-            self.policy.round_failed(self.view, job)
-            completed = job.failures >= m.max_failed_rounds
+            completed = self.loop.stalled(job) >= m.max_failed_rounds
             if completed and job.remaining_steps <= 0:
                 log.debug("job %d ended %d rounds after its last step (reference quirk)", job.id, job.failures)
             elif completed:
                 log.warning("job %d made no progress in %d rounds; giving up on it", job.id, job.failures)
         else:
-            job.failures = 0
             job.steps_done += steps
             over_deadline = m.deadline_factor is not None and job.run_time_s > int(
                 int(job.profile.t_isolated) * m.deadline_factor
             )
             completed = job.remaining_steps <= 0 or over_deadline
-            self.policy.round_executed(self.view, job, exec_s - launch.startup_s, steps)
+            self.loop.progressed(job, exec_s - launch.startup_s, steps)
             for gpu in launch.gpus:
                 self.gpu_busy[gpu] += exec_s
         if job.pending_batch_size is not None:
             self._switch_batch_size(job)
         if completed or (m.finish_past_last_step and job.remaining_steps <= 0):
-            self._remove(job)
+            self.loop.remove(job)
+            self.finished[job.id] = job
 
     def _switch_batch_size(self, job: JobState) -> None:
         new_bs, job.pending_batch_size = job.pending_batch_size, None
         if new_bs is None or job.initial_batch_size == job.family.max_batch_size:
             return
-        try:
-            job.throughput = self.throughputs.throughput(
-                job.family.name, new_bs, job.scale_factor, self.cluster.gpu_type
-            )
-        except UnknownThroughput:
+        rates = rates_after_switch(job, new_bs, self.throughputs, measured={})
+        if rates is None:
             return  # the reference ignores switches to batch sizes it has no throughput for
         if self.replay:  # the real job checkpointed and restarted at the new batch size
             self.switched.add(job.id)
-        rescale_to_batch_size(job, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
-
-    def _remove(self, job: JobState) -> None:
-        del self.view.jobs[job.id]
-        self.finished[job.id] = job
-        self.policy.job_removed(self.view, job)
-
-    # -- a round boundary --------------------------------------------------------------------------------------------
-    def _admit_arrivals(self) -> None:
-        while self.queue and self.specs[self.queue[0]].arrival <= self.view.now:
-            index = self.queue.popleft()
-            spec, profile = self.specs[index], self.profiles[index]
-            rate = self.throughputs.throughput(spec.model, spec.batch_size, spec.scale_factor, self.cluster.gpu_type)
-            job = JobState.admit(index, spec, profile, rate)
-            self.view.jobs[index] = job
-            self.policy.job_added(self.view, job)
+        self.loop.switch_batch_size(job, new_bs, rates, round_up_progress=self.mechanics.round_up_progress_at_switch)
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
@@ -193,31 +172,48 @@ class Simulator:
                 if self.mechanics.switch_delay_rounds == 0:
                     self._switch_batch_size(job)
 
-    def _launch(self) -> None:
-        chosen = self.policy.plan(self.view)
+    # -- a round boundary --------------------------------------------------------------------------------------------
+    def all_settled(self) -> bool:
+        return len(self.finished) >= len(self.specs)
+
+    def admit(self, loop: SchedulingLoop) -> None:
+        while self.queue and self.specs[self.queue[0]].arrival <= self.view.now:
+            index = self.queue.popleft()
+            spec, profile = self.specs[index], self.profiles[index]
+            rates = admission_rates(self.throughputs, spec.model, spec.batch_size, spec.scale_factor, self.cluster)
+            loop.admit(JobState.admit(index, spec, profile, rates))
+
+    def idle(self, loop: SchedulingLoop) -> bool:
+        if self.mechanics.stop_when_cluster_empty or not self.queue:
+            return False
+        self._move_clock(idle=True)
+        self.admit(loop)
+        return True
+
+    def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
         jobs = self.view.jobs
+        if any(len(assignment.jobs) > 1 for assignment in plan.assignments):
+            raise PlanError(f"policy {self.policy.name!r} planned jobs sharing GPUs: the simulator does not model that")
         previous = self.placements[-1] if self.placements else {}
-        placement = place(
-            [(j, jobs[j].scale_factor) for j in chosen],
-            previous,
-            self.cluster,
-            consolidate=self.mechanics.consolidate_gangs,
-        )
+        placement = place(plan, previous, self.cluster, consolidate=self.mechanics.consolidate_gangs)
         self.placements.append(placement)
         now, length = self.view.now, self.mechanics.round_seconds
         self.running = []
-        for job_id, gpus in placement.items():
-            job = jobs[job_id]
+        for assignment in plan.assignments:
+            (job_id,) = assignment.jobs
+            job, gpus = jobs[job_id], placement[job_id]
+            rate = job.rate(assignment.gpu_type)
             startup = self._startup(job, restarting=job_id not in previous or job_id in self.switched)
-            steps = min(int(job.throughput * (length - startup)), job.remaining_steps)
-            finish = max(now, now + startup + steps / job.throughput)
+            steps = min(int(rate * (length - startup)), job.remaining_steps)
+            finish = max(now, now + startup + steps / rate)
             self.running.append(Launch(job, steps, finish, gpus, startup))
         self.starting = {j: left for j, left in self.starting.items() if j in placement}
         log.debug("round %d at %.1f s: jobs %s", self.view.round_index, now, sorted(placement))
-        self.records.append(
-            RoundRecord(self.view.round_index, now, len(placement), sum(len(g) for g in placement.values()))
-        )
-        self.view.round_index += 1
+        return plan
+
+    def round_launched(self, loop: SchedulingLoop) -> None:
+        if self.on_round is not None:
+            self.on_round(Progress(self.view.now, len(self.placements), len(self.finished), len(self.specs)))
 
     def _startup(self, job: JobState, *, restarting: bool) -> float:
         """Seconds of this round the job spends starting (replaying a real run); a start-up longer than a round
@@ -233,24 +229,8 @@ class Simulator:
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()
-        total = len(self.specs)
-        while len(self.finished) < total:
-            self._advance_clock()
-            previous = self.placements[-2] if len(self.placements) >= 2 else None
-            for launch in sorted(self.running, key=lambda launch: (-launch.finish, launch.job.id)):
-                self._settle(launch, previous)
-            self.running = []
-            self._request_batch_sizes()
-            self._admit_arrivals()
-            if not self.view.jobs:
-                if self.mechanics.stop_when_cluster_empty or not self.queue:
-                    break
-                self.view.now = self.round_start = self.round_end = self.specs[self.queue[0]].arrival
-                self._admit_arrivals()
-            self._launch()
-            if self.on_round is not None:
-                self.on_round(Progress(self.view.now, len(self.placements), len(self.finished), total))
-        return SimulationResult(self._summary(time.perf_counter() - started), self.records)
+        self.loop.run(self)
+        return SimulationResult(self._summary(time.perf_counter() - started), self.loop.rounds)
 
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
         unfinished = [i for i in range(len(self.specs)) if i not in self.finished]

@@ -4,11 +4,16 @@
 studies should use: it keeps running when the cluster is briefly empty (§9 item 11), converts progress exactly at a
 batch-size switch instead of rounding a partial epoch up (item 9), uses the profile's Accordion rule at run time
 (item 8), and never force-completes a job that runs long (item 12).
+
+`Mechanics` is a frozen pydantic dataclass: every parameter is checked for its type whenever one is built, also by
+`dataclasses.replace`, so a preset changed by a flag cannot carry a string where the simulator does arithmetic.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from pydantic.dataclasses import dataclass
 
 from shockwave.errors import InputError
 

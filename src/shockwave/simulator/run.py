@@ -12,9 +12,9 @@ from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
-from shockwave.workload.profile import load_workload
-from shockwave.workload.summary import makespan_lower_bound
-from shockwave.workload.trace import require_gangs_fit
+from shockwave.workload_model.profile import load_workload
+from shockwave.workload_model.summary import makespan_lower_bound
+from shockwave.workload_model.trace import require_gangs_fit
 
 
 def simulate(

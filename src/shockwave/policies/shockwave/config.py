@@ -6,16 +6,21 @@ accepted because every reference file carries them, but nothing reads them: the 
 machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
 everywhere). Three keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS),
 `welfare_slack` and `solver_max_nodes`.
+
+`ShockwaveConfig` is a frozen pydantic dataclass, so a config built in code is type-checked too; a JSON file goes
+through `from_mapping` first, whose messages name the key (pydantic's would name a Python field instead).
 """
 
 from __future__ import annotations
 
 import math
 import reprlib
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+
+from pydantic.dataclasses import dataclass
 
 from shockwave.errors import InputError
 from shockwave.jsonfile import read_json_object

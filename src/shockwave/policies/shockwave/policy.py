@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
 from shockwave.core.state import JobState
 from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -128,16 +129,16 @@ class ShockwavePolicy(Policy):
         self.stats = SolverStats.from_state_dict(state["stats"])
 
     # -- deciding --------------------------------------------------------------------------------------------------
-    def plan(self, view: SchedulerView) -> list[int]:
+    def plan(self, view: SchedulerView) -> RoundPlan:
         if not view.jobs:
-            return []
+            return RoundPlan()
         offset = view.round_index - self.plan_start
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
             offset = 0
         chosen = [j for j in self.rounds[offset] if j in view.jobs]
         self.last_run = set(chosen)
-        return chosen
+        return view.plan_on_default_type(chosen)
 
     def _replan(self, view: SchedulerView) -> None:
         started = time.perf_counter()
@@ -167,10 +168,10 @@ class ShockwavePolicy(Policy):
             ]
         )
         for j, f, p in zip(ids, forecasts, progress, strict=True):
-            f.observe(int(p), jobs[j].batch_size, jobs[j].throughput)
+            f.observe(int(p), jobs[j].batch_size, jobs[j].rate(view.cluster.default_type))
         remaining = np.array([f.remaining_runtime(p) for f, p in zip(forecasts, progress, strict=True)])
         epochs = np.array([f.epochs for f in forecasts])
-        share = equal_share(view.cluster.gpus, len(ids))
+        share = equal_share(view.default_gpus, len(ids))
         if self.job_set_changed:
             self.targets.reestimate(
                 view.round_index,
@@ -185,7 +186,7 @@ class ShockwavePolicy(Policy):
             progress=progress,
             remaining_s=remaining,
             epoch_s=np.where(progress < epochs, remaining / np.maximum(epochs - progress, 1e-9), 0.0),
-            gpus=view.cluster.gpus,
+            gpus=view.default_gpus,
             rounds=self.config.future_rounds,
             round_s=view.round_seconds,
         )

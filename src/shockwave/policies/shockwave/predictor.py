@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from shockwave.workload.profile import JobProfile
+from shockwave.workload_model.profile import JobProfile
 
 CALIBRATION_TOLERANCE = 0.4
 """Relative disagreement between measured and profiled speed beyond which unmeasured modes are rescaled."""

@@ -14,12 +14,12 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shockwave import job
+from shockwave import lease as client
 from shockwave.errors import InputError
-from shockwave.workload.catalog import FAMILIES, ModelFamily
-from shockwave.workload.throughput import DEFAULT_GPU_TYPE, TableThroughputs
-from shockwave.workloads.local import TRAIN, run_lease
-from shockwave.workloads.train import WORKLOAD_FAMILIES
+from shockwave.training.local import TRAIN, run_lease
+from shockwave.training.train import WORKLOAD_FAMILIES
+from shockwave.workload_model.catalog import FAMILIES, ModelFamily
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, TableThroughputs
 
 START_UP_ALLOWANCE_S = 60.0
 """Lease time on top of the measuring window for the processes to start (importing torch on a busy machine); the
@@ -63,7 +63,7 @@ def plan(families: Iterable[str], sizes: list[int] | None, gangs: list[int]) -> 
 
 
 def measure(point: Point, seconds: float, folder: Path) -> float:
-    terms = job.Terms(
+    terms = client.Terms(
         job_id=0,
         deadline=time.time() + START_UP_ALLOWANCE_S + seconds,
         max_steps=2**62,

@@ -4,7 +4,7 @@ The runtime starts the script with `SHOCKWAVE_LEASE_DIR` set to a folder on the 
 `lease.json` (until when and up to which step the job may run, at which batch size, where its checkpoint lives) and
 the job keeps `progress.json` (steps done, its process id, a batch-size request). A training loop looks like:
 
-    lease = shockwave.job.current()
+    lease = shockwave.lease.current()
     state = load(lease.checkpoint_path) if lease.checkpoint_path.exists() else fresh(lease.batch_size)
     start = state.step if state.batch_size == lease.batch_size else lease.resume_step
     for step in lease.steps(start=start):

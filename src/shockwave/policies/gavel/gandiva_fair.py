@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shockwave.core.mechanism import AllocationInputs, Stateless
+from shockwave.policies.gavel.mechanism import AllocationInputs, Stateless
 
 
 class GandivaFair(Stateless):

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from shockwave.core.mechanism import AllocationInputs
 from shockwave.core.policy import int_ids, json_ids
+from shockwave.policies.gavel.mechanism import AllocationInputs
 
 ALPHA = 0.2
 

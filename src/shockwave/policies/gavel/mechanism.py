@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
 from shockwave.core.state import JobState
 
@@ -31,11 +32,11 @@ class AllocationInputs:
         jobs = view.jobs.values()
         return cls(
             job_ids=sorted(view.jobs),
-            throughputs={j.id: j.throughput for j in jobs},
+            throughputs={j.id: j.rate(view.cluster.default_type) for j in jobs},
             scale_factors={j.id: j.scale_factor for j in jobs},
             remaining_steps={j.id: j.remaining_steps for j in jobs},
             times_since_start={j.id: view.now - j.arrival_s for j in jobs},
-            gpus=view.cluster.gpus,
+            gpus=view.default_gpus,
         )
 
 
@@ -66,13 +67,10 @@ class Stateless:
 
 
 class GavelPolicy(Policy):
-    def __init__(
-        self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, skip_unallocated: bool = False
-    ) -> None:
+    def __init__(self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0) -> None:
         self.allocator = allocator
         self.name = allocator.name
         self.min_realloc_interval_s = min_realloc_interval_s
-        self.skip_unallocated = skip_unallocated
         self.allocation: dict[int, float] = {}
         self.needs_realloc = False
         self.last_realloc_s = 0.0
@@ -135,36 +133,39 @@ class GavelPolicy(Policy):
         self.allocation = self.allocator.allocate(AllocationInputs.from_view(view)) if view.jobs else {}
         self.needs_realloc = False
 
-    def _priority(self, job: JobState) -> float:
+    def _priority(self, job: JobState, gpu_type: str) -> float:
         share = self.allocation.get(job.id)
-        if not share or job.throughput <= 0:
+        if not share or job.rate(gpu_type) <= 0:
             return 0.0
         fraction = self.job_time[job.id] / self.worker_time if self.worker_time else 0.0
         return share / fraction if fraction > 0 else share * 1e9
 
-    def plan(self, view: SchedulerView) -> list[int]:
+    def plan(self, view: SchedulerView) -> RoundPlan:
         # The first recompute happens at time 0 and leaves the clock at 0, so the reference recomputes again at
         # the next change: hence "or last == 0" (spec notes §2.1).
         if self.needs_realloc and (
             view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
         ):
             self._reallocate(view)
-        priority = {j.id: self._priority(j) for j in view.jobs.values()}
+        gpu_type = view.cluster.default_type
+        priority = {j.id: self._priority(j, gpu_type) for j in view.jobs.values()}
         queue = sorted(
             view.jobs.values(),
             key=lambda j: (priority[j.id], self.deficits[j.id], self.allocation.get(j.id, 0.0)),
             reverse=True,
         )
-        free = view.cluster.gpus
+        free = view.default_gpus
         chosen: list[int] = []
         for job in queue:
             if free == 0:
                 break
-            if job.throughput <= 0 or job.scale_factor > free:
-                continue
-            if self.skip_unallocated and priority[job.id] <= 0:
+            if job.rate(gpu_type) <= 0 or job.scale_factor > free or not self.may_run(priority[job.id]):
                 continue
             free -= job.scale_factor
             chosen.append(job.id)
         # A job outside the allocation still used up GPUs above but is not run: the reference leaves them idle.
-        return [j for j in chosen if j in self.allocation]
+        return view.plan_on_default_type(j for j in chosen if j in self.allocation)
+
+    def may_run(self, priority: float) -> bool:
+        """Whether a job of this priority may take GPUs this round (any may: idle GPUs help nobody)."""
+        return True

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from shockwave.errors import InputError
 from shockwave.textfile import read_text
-from shockwave.workload.catalog import FAMILIES, MODES, split_job_type
-from shockwave.workload.throughput import ThroughputModel, knows
+from shockwave.workload_model.catalog import FAMILIES, MODES, split_job_type
+from shockwave.workload_model.throughput import ThroughputModel, knows
 
 log = logging.getLogger(__name__)
 

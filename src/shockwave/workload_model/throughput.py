@@ -15,7 +15,7 @@ from typing import Protocol
 
 from shockwave.errors import InputError
 from shockwave.jsonfile import read_json_object
-from shockwave.workload.catalog import split_job_type
+from shockwave.workload_model.catalog import split_job_type
 
 DEFAULT_GPU_TYPE = "v100"
 
@@ -117,7 +117,7 @@ def _parse_key(key: str, path: Path) -> tuple[str, int]:
 def load_throughputs(path: str | Path | None) -> ThroughputModel:
     """The table at `path`, or the project's built-in model when no path is given."""
     if path is None:
-        from shockwave.workload.builtin_throughput import BuiltinThroughputs
+        from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
 
         return BuiltinThroughputs()
     return TableThroughputs.from_json(path)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from shockwave.core.mechanism import AllocationInputs, Stateless
-from shockwave.policies.lp import as_allocation, base_constraints, column, solve
+from shockwave.policies.gavel.lp import as_allocation, base_constraints, column, solve
+from shockwave.policies.gavel.mechanism import AllocationInputs, Stateless
 
 LOW_S, HIGH_S, RATIO = 100.0, 1e6, 1.05
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from shockwave.workload.catalog import FAMILIES
-from shockwave.workload.throughput import DEFAULT_GPU_TYPE, UnknownThroughput
+from shockwave.workload_model.catalog import FAMILIES
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, UnknownThroughput
 
 GPUS_PER_NODE = 4
 REFERENCE_BATCH = 64

@@ -5,6 +5,9 @@ traces exactly: Python `random.Random` seeded seed (template), seed+1 (inter-arr
 seed+3 (gang size), seed+4 (mode), and NumPy's legacy `RandomState(seed)` for the duration within its bucket.
 Bucket probabilities (0.72, 0.2, 0.05, 0.03) over the candidate-duration quantiles (0.2, 0.5, 0.9) follow the
 reference's Pollux-like job-size mix.
+
+`GeneratorParams` is a frozen pydantic dataclass checked when it is built: types by pydantic, ranges by `validate()`
+(whose messages name the `trace generate` flags), so parameters that exist can always be generated from.
 """
 
 from __future__ import annotations
@@ -12,14 +15,14 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from dataclasses import dataclass
 
 import numpy as np
+from pydantic.dataclasses import dataclass
 
 from shockwave.errors import InputError
-from shockwave.workload.catalog import MODES, generator_templates
-from shockwave.workload.throughput import ThroughputModel, UnknownThroughput
-from shockwave.workload.trace import TraceJob, catalog_job
+from shockwave.workload_model.catalog import MODES, generator_templates
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
+from shockwave.workload_model.trace import TraceJob, catalog_job
 
 GANG_SIZES = (1, 2, 4, 8)
 BUCKET_PROBABILITIES = (0.72, 0.2, 0.05, 0.03)
@@ -39,8 +42,13 @@ class GeneratorParams:
     num_durations: int = 100
     lam: float = 40.0
     seed: int = 25
-    mode_mix: tuple[float, float, float] = (0.0, 0.5, 0.5)
-    gpu_mix: tuple[float, float, float, float] = (0.6, 0.3, 0.09, 0.01)
+    mode_mix: tuple[float, ...] = (0.0, 0.5, 0.5)
+    """P(static), P(accordion), P(gns); any length is taken so `validate` can say what is wrong with it."""
+    gpu_mix: tuple[float, ...] = (0.6, 0.3, 0.09, 0.01)
+    """P(1), P(2), P(4), P(8) GPUs per job."""
+
+    def __post_init__(self) -> None:
+        self.validate()
 
     def validate(self) -> None:
         """Every knob in a range the generator can honour (NaN fails every comparison); beyond the bounds it would
@@ -94,7 +102,6 @@ def _cumulative(mix: tuple[float, ...]) -> list[float]:
 
 
 def generate(params: GeneratorParams, throughputs: ThroughputModel) -> list[TraceJob]:
-    params.validate()
     template_rng = random.Random(params.seed)
     arrival_rng = random.Random(params.seed + 1)
     bucket_rng = random.Random(params.seed + 2)

@@ -1,21 +1,22 @@
-"""What the scheduler has learnt during a run, journaled so a resumed run decides as the killed one would have.
+"""A snapshot of what the scheduler has learnt during a run, journaled so a resumed run decides as the killed one
+would have.
 
-The job records say where each job is; the memory says how the policy sees it: its fairness accounting (Gavel's
+The job records say where each job is; the snapshot says how the policy sees it: its fairness accounting (Gavel's
 time shares and deficits), Shockwave's forecasts, finish-time targets and plan, every admitted job's state, and the
 rounds so far. Without it a resumed run would treat every job as newly arrived and forget whom it owes.
 
 It is plain, versioned data, one JSON object in the journal's `memory` table:
 
-    {"format": 1, "policy": "shockwave", "state": <the policy's state_dict()>,
+    {"format": 2, "policy": "shockwave", "state": <the policy's state_dict()>,
      "jobs": {"<job id>": <JobState.state_dict(): the fields that change as the job runs>, ...},
-     "rounds": [[time_s, running_jobs, busy_gpus], ...]}
+     "rounds": [[round, time_s, running_jobs, busy_gpus], ...]}
 
 A job's trace line, profile and model family are not stored: the resumed run rebuilds them from the trace it loads
 anyway. Finite floats round-trip exactly; JSON has no inf or nan, so those are written as the strings "inf", "-inf"
 and "nan", which the policies' float() conversions read back.
 
 Nothing read back is ever code. Journals of earlier versions held a pickle, which runs whatever it names when
-loaded, so a run folder from someone else could do anything; a pickle is never loaded now. A memory that is missing,
+loaded, so a run folder from someone else could do anything; a pickle is never loaded now. A snapshot that is missing,
 not JSON (an old pickle included), of another format or another policy, or not shaped as that policy's state, is
 refused with an InputError naming the journal, and the run does not start: resuming with a fresh policy would
 silently drop the fairness accounting the run has built. There is no migration: any change to what a policy keeps
@@ -30,39 +31,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shockwave.core.loop import RoundRecord
 from shockwave.core.policy import Policy, json_ids
 from shockwave.core.state import JobState
 from shockwave.errors import InputError
-from shockwave.workload.profile import JobProfile
-from shockwave.workload.trace import TraceJob
+from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.trace import TraceJob
 
-FORMAT = 1
-"""Version of the memory's layout, the policies' states included."""
-
-
-@dataclass
-class RoundLog:
-    time_s: float
-    running_jobs: int
-    busy_gpus: int
+FORMAT = 2
+"""Version of the snapshot's layout, the policies' states included (2: rates per GPU type, numbered rounds)."""
 
 
 @dataclass
-class Memory:
+class Snapshot:
     policy: Policy
     jobs: dict[int, JobState]
     """The admitted jobs, as the policy last saw them."""
-    rounds: list[RoundLog]
+    rounds: list[RoundRecord]
 
     def dumps(self) -> str:
-        memory = {
+        snapshot = {
             "format": FORMAT,
             "policy": self.policy.name,
             "state": self.policy.state_dict(),
             "jobs": json_ids({job_id: job.state_dict() for job_id, job in self.jobs.items()}),
-            "rounds": [[r.time_s, r.running_jobs, r.busy_gpus] for r in self.rounds],
+            "rounds": [[r.round, r.time_s, r.running_jobs, r.busy_gpus] for r in self.rounds],
         }
-        return json.dumps(_strict(memory), allow_nan=False, separators=(",", ":"))
+        return json.dumps(_strict(snapshot), allow_nan=False, separators=(",", ":"))
 
     @classmethod
     def loads(
@@ -72,44 +67,47 @@ class Memory:
         trace: list[TraceJob],
         profiles: list[JobProfile],
         path: Path,
-    ) -> Memory:
-        """The memory journaled at `path`, taken up by `policy` (freshly built with the run's settings), the jobs
+    ) -> Snapshot:
+        """The snapshot journaled at `path`, taken up by `policy` (freshly built with the run's settings), the jobs
         rebuilt from the run's `trace` and `profiles`. Raises InputError when it cannot be used as it is."""
 
         def refused(reason: str) -> InputError:
-            return InputError(f"cannot resume: the journal's scheduler memory {reason}", path=path)
+            return InputError(f"cannot resume: the journal's scheduler snapshot {reason}", path=path)
 
         if data is None:
             raise refused("is missing")
         if isinstance(data, bytes):
             raise refused(
-                "is binary, not JSON: shockwave before memory format 1 pickled it, and a pickle is never loaded "
+                "is binary, not JSON: shockwave before snapshot format 1 pickled it, and a pickle is never loaded "
                 "(it can run any code); resume with the version that started the run, or start it anew"
             )
         try:
-            memory = json.loads(data)
+            snapshot = json.loads(data)
         except (TypeError, ValueError, RecursionError) as exc:
             raise refused(f"is not JSON ({exc})") from None
-        if not isinstance(memory, dict):
-            raise refused(f"is not a JSON object but {type(memory).__name__}")
-        if memory.get("format") != FORMAT:
+        if not isinstance(snapshot, dict):
+            raise refused(f"is not a JSON object but {type(snapshot).__name__}")
+        if snapshot.get("format") != FORMAT:
             raise refused(
-                f"has format {memory.get('format')!r} and this shockwave reads format {FORMAT} only: resume with "
+                f"has format {snapshot.get('format')!r} and this shockwave reads format {FORMAT} only: resume with "
                 "the version that started the run, or start it anew"
             )
-        if memory.get("policy") != policy.name:
-            raise refused(f"is the {memory.get('policy')!r} policy's, not the run's {policy.name!r}")
+        if snapshot.get("policy") != policy.name:
+            raise refused(f"is the {snapshot.get('policy')!r} policy's, not the run's {policy.name!r}")
         try:
-            policy.load_state_dict(memory["state"])
+            policy.load_state_dict(snapshot["state"])
             jobs = {}
-            for key, state in memory["jobs"].items():
+            for key, state in snapshot["jobs"].items():
                 job_id = int(key)
                 if not 0 <= job_id < len(trace):
                     raise IndexError(f"job {job_id} is not in the trace")
                 jobs[job_id] = JobState.restore(job_id, trace[job_id], profiles[job_id], state)
-            rounds = [RoundLog(float(t), int(running), int(busy)) for t, running, busy in memory["rounds"]]
+            rounds = [
+                RoundRecord(int(index), float(t), int(running), int(busy))
+                for index, t, running, busy in snapshot["rounds"]
+            ]
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
-            raise refused(f"is not a {policy.name} memory of format {FORMAT} ({type(exc).__name__}: {exc})") from None
+            raise refused(f"is not a {policy.name} snapshot of format {FORMAT} ({type(exc).__name__}: {exc})") from None
         return cls(policy, jobs, rounds)
 
 

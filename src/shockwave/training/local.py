@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from shockwave import job
+from shockwave import lease as client
 
-TRAIN = [sys.executable, "-m", "shockwave.workloads.train"]
+TRAIN = [sys.executable, "-m", "shockwave.training.train"]
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,12 @@ class LeaseRun:
     def rate(self) -> float | None:
         """Steps per second once training started (start-up excluded)."""
         p = self.progress
-        return job.steps_per_second(p.get("step"), p.get("start_step"), p.get("first_step_at"), p.get("time"))
+        return client.steps_per_second(p.get("step"), p.get("start_step"), p.get("first_step_at"), p.get("time"))
 
 
 def run_lease(
     command: list[str],
-    terms: job.Terms,
+    terms: client.Terms,
     world: int,
     folder: Path,
     checkpoint: Path | None = None,
@@ -47,17 +47,17 @@ def run_lease(
     """Start `world` members of `command` under `terms`, wait for all to exit; rank 0's checkpoint ends up in
     `folder/rank-0/checkpoint.pt` (seeded from `checkpoint` when given). With `window`, the lease is cut short to
     end `window` seconds after the first step, however long the start-up took."""
-    master = ("127.0.0.1", job.free_port("127.0.0.1"))
+    master = ("127.0.0.1", client.free_port("127.0.0.1"))
     processes = []
     for rank in range(world):
         member = folder / f"rank-{rank}"
         member.mkdir(parents=True, exist_ok=True)
-        (member / job.PROGRESS_FILE).unlink(missing_ok=True)
+        (member / client.PROGRESS_FILE).unlink(missing_ok=True)
         target = member / "checkpoint.pt"
         if checkpoint is not None and checkpoint.resolve() != target.resolve():
             shutil.copyfile(checkpoint, target)
         replace(terms, checkpoint=str(target)).write(member)
-        env = {**os.environ, **job.member_environment(member, terms.job_id, rank, world, master)}
+        env = {**os.environ, **client.member_environment(member, terms.job_id, rank, world, master)}
         log = (member / "output.log").open("wb")
         processes.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
         log.close()
@@ -73,16 +73,16 @@ def run_lease(
                 p.wait()
     rank0 = folder / "rank-0"
     output = (rank0 / "output.log").read_text(errors="replace")[-2000:]
-    return LeaseRun(codes, job.read_progress(rank0) or {}, output)
+    return LeaseRun(codes, client.read_progress(rank0) or {}, output)
 
 
 def _cut_short(folder: Path, world: int, processes: list[subprocess.Popen], window: float, give_up: float) -> None:
     """Once rank 0 reports its first step, move every member's deadline to `window` seconds after it."""
     while time.monotonic() < give_up and any(p.poll() is None for p in processes):
-        first = (job.read_progress(folder / "rank-0") or {}).get("first_step_at")
+        first = (client.read_progress(folder / "rank-0") or {}).get("first_step_at")
         if first is not None:
             for rank in range(world):
                 member = folder / f"rank-{rank}"
-                replace(job.Terms.read(member), deadline=first + window).write(member)
+                replace(client.Terms.read(member), deadline=first + window).write(member)
             return
         time.sleep(0.05)

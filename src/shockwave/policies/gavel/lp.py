@@ -12,7 +12,7 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from shockwave.core.mechanism import AllocationInputs
+from shockwave.policies.gavel.mechanism import AllocationInputs
 
 SOLVER = "ECOS"
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ def base_constraints(x: cp.Variable, scale_factors: np.ndarray, gpus: int) -> li
 def solve(problem: cp.Problem) -> None:
     """Solve with ECOS; an "inaccurate" optimum is what the reference used too, so it is logged, not shown."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Solution may be inaccurate", module="cvxpy")
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         try:
             problem.solve(solver=SOLVER)
         except cp.error.SolverError as exc:

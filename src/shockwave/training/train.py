@@ -1,8 +1,8 @@
 """A small real training job per model family, on synthetic data, driven by a shockwave lease.
 
-    python -m shockwave.workloads.train --family ResNet-18 --mode accordion
+    python -m shockwave.training.train --family ResNet-18 --mode accordion
 
-The batch size, step budget and checkpoint path come from the lease (`shockwave.job`). Data for global step s is
+The batch size, step budget and checkpoint path come from the lease (`shockwave.lease`). Data for global step s is
 drawn from a generator seeded with (seed, step, rank), so a job resumed from a checkpoint continues the very same
 stream, on any node. Gangs (`SHOCKWAVE_WORLD_SIZE` > 1) train data-parallel over gloo, each member on
 batch_size / world_size samples. `--mode accordion|gns` lets the job pick its batch size from its own gradients
@@ -24,9 +24,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from shockwave import job
-from shockwave.workload.catalog import family as catalog_family
-from shockwave.workloads import adaptive
+from shockwave import lease as client
+from shockwave.training import adaptive
+from shockwave.workload_model.catalog import family as catalog_family
 
 BASE_LR = 0.01
 VOCAB = 128
@@ -139,7 +139,7 @@ def rendezvous(rank: int, world: int) -> dist.TCPStore:
 
 
 def train(family: str, seed: int, mode: str) -> None:
-    lease = job.current()
+    lease = client.current()
     rank, world = lease.rank, lease.world_size
     torch.set_num_threads(1)
     torch.manual_seed(seed)

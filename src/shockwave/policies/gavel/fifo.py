@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from shockwave.core.mechanism import AllocationInputs
+from shockwave.policies.gavel.mechanism import AllocationInputs, GavelPolicy
 
 
 class Fifo:
@@ -31,3 +31,13 @@ class Fifo:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.running = [int(j) for j in state["running"]]
+
+
+class FifoPolicy(GavelPolicy):
+    """A strict queue: a job outside the allocation never takes GPUs, even idle ones."""
+
+    def __init__(self, *, min_realloc_interval_s: float = 1000.0) -> None:
+        super().__init__(Fifo(), min_realloc_interval_s=min_realloc_interval_s)
+
+    def may_run(self, priority: float) -> bool:
+        return priority > 0

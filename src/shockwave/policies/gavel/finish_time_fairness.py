@@ -15,9 +15,9 @@ from typing import Any
 import cvxpy as cp
 import numpy as np
 
-from shockwave.core.mechanism import AllocationInputs
 from shockwave.core.policy import int_ids, json_ids
-from shockwave.policies.lp import SolverFailure, as_allocation, base_constraints, column, solve
+from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, column, solve
+from shockwave.policies.gavel.mechanism import AllocationInputs
 
 
 class FinishTimeFairness:

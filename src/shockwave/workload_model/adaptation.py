@@ -8,7 +8,7 @@ multi-stage schedule falls back to the initial batch size, a quirk kept here bec
 
 from __future__ import annotations
 
-from shockwave.workload.catalog import ModelFamily
+from shockwave.workload_model.catalog import ModelFamily
 
 
 def accordion_profile(family: ModelFamily, initial_bs: int, epochs: int) -> list[int]:

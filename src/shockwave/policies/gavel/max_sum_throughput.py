@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import cvxpy as cp
 
-from shockwave.core.mechanism import AllocationInputs, Stateless
-from shockwave.policies.lp import as_allocation, base_constraints, column, solve
+from shockwave.policies.gavel.lp import as_allocation, base_constraints, column, solve
+from shockwave.policies.gavel.mechanism import AllocationInputs, Stateless
 
 
 class MaxSumThroughput(Stateless):

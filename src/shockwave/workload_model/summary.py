@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from shockwave.workload.profile import JobProfile
-from shockwave.workload.trace import TraceJob
+from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.trace import TraceJob
 
 
 def makespan_lower_bound(jobs: list[TraceJob], profiles: list[JobProfile], gpus: int | None) -> float:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 from shockwave.errors import InputError
 from shockwave.jsonfile import read_json_object
-from shockwave.workload.adaptation import profile_batch_sizes
-from shockwave.workload.catalog import family
-from shockwave.workload.throughput import ThroughputModel, UnknownThroughput, load_throughputs
-from shockwave.workload.trace import TraceJob, read_trace
+from shockwave.workload_model.adaptation import profile_batch_sizes
+from shockwave.workload_model.catalog import family
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs
+from shockwave.workload_model.trace import TraceJob, read_trace
 
 
 @dataclass(frozen=True)

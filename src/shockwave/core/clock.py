@@ -1,0 +1,66 @@
+"""Time for the scheduling loop: the simulator's modelled clock, the wall clock for real jobs, a virtual clock for
+tests on the runtime's fake backend.
+
+The simulator's clock moves only when the simulator moves it; policies read time through their view and cannot
+move it. On the runtime, a backend owns its clock, because lease deadlines and the times jobs report are read on it
+(a real job compares its deadline with time.time()); the scheduler reads the same clock. On a virtual clock `sleep`
+moves time forward at once, so a fake-backend run takes as long as its computation, and its outcome does not depend
+on the machine's load.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since an arbitrary epoch (Unix time on the wall clock)."""
+        ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class WallClock:
+    def now(self) -> float:
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class VirtualClock:
+    """Time that moves only when someone sleeps: share one between runs that follow each other (a resume)."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.time = start
+
+    def now(self) -> float:
+        return self.time
+
+    def sleep(self, seconds: float) -> None:
+        self.time += max(0.0, seconds)
+
+
+class SimulatedClock:
+    """Modelled time: the simulator sets it at each round boundary; there is no sleeping in a simulation."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def move_to(self, time_s: float) -> None:
+        self._now = time_s
+
+
+class Elapsed:
+    """Seconds since a run started, on its backend's clock: the time a runtime policy sees."""
+
+    def __init__(self, clock: Clock, start: float) -> None:
+        self.clock, self.start = clock, start
+
+    def now(self) -> float:
+        return self.clock.now() - self.start

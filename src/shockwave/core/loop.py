@@ -1,0 +1,154 @@
+"""The scheduling loop the simulator and the runtime both run, and the steps of it that change a job or a policy.
+
+Every round: let the round in progress run to its end (the driver's one place where time moves) and account what
+it did; admit the jobs that have arrived; ask the policy for a plan and check it against the cluster and the active
+jobs; launch it; log the round. A driver supplies how rounds run (modelled execution, or real jobs on a backend) and
+its clock; what a round does to the jobs and the policy goes through this module, so the two cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from shockwave.cluster import ClusterSpec
+from shockwave.core.plan import RoundPlan, validate_plan
+from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.state import JobState, rescale_to_batch_size
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    round: int
+    time_s: float
+    running_jobs: int
+    busy_gpus: int
+
+
+class Driver(Protocol):
+    def all_settled(self) -> bool:
+        """Every job has left for good (completed or given up)."""
+        ...
+
+    def advance(self, loop: SchedulingLoop) -> None:
+        """Let the round in progress run to its end and account what it did (nothing runs before the first)."""
+        ...
+
+    def admit(self, loop: SchedulingLoop) -> None:
+        """Admit the jobs that have arrived by now (`SchedulingLoop.admit`)."""
+        ...
+
+    def idle(self, loop: SchedulingLoop) -> bool:
+        """No job is active: False ends the run; True plans a round anyway (after waiting for an arrival)."""
+        ...
+
+    def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
+        """Start the round; returns the part of the plan that really runs."""
+        ...
+
+    def round_launched(self, loop: SchedulingLoop) -> None:
+        """After each launch (progress reports, the runtime's journal)."""
+        ...
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        policy: Policy,
+        cluster: ClusterSpec,
+        round_seconds: float,
+        time: Callable[[], float],
+        *,
+        round_index: int = 0,
+        rounds: list[RoundRecord] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.view = SchedulerView(time, round_seconds, cluster, round_index=round_index)
+        self.rounds: list[RoundRecord] = [] if rounds is None else rounds
+
+    def run(self, driver: Driver) -> None:
+        while not driver.all_settled():
+            driver.advance(self)
+            driver.admit(self)
+            if not self.view.jobs and not driver.idle(self):
+                break
+            decided = self.view.now
+            launched = driver.launch(self, self.next_plan())
+            busy = sum(assignment.gpus for assignment in launched.assignments)
+            self.rounds.append(RoundRecord(self.view.round_index, decided, len(launched.job_ids), busy))
+            self.view.round_index += 1
+            driver.round_launched(self)
+
+    def next_plan(self) -> RoundPlan:
+        plan = self.policy.plan(self.view)
+        validate_plan(plan, self.view.cluster, self.view.jobs, self.policy.name)
+        return plan
+
+    # -- what happens to jobs ----------------------------------------------------------------------------------------
+    def admit(self, job: JobState) -> None:
+        self.view.jobs[job.id] = job
+        self.policy.job_added(self.view, job)
+
+    def progressed(self, job: JobState, train_s: float, steps: int) -> None:
+        """The job trained `steps` steps (already counted in its progress) in `train_s` seconds."""
+        job.failures = 0
+        self.policy.round_executed(self.view, job, train_s, steps)
+
+    def stalled(self, job: JobState) -> int:
+        """The job ran but made no progress; returns how many rounds in a row that has happened."""
+        job.failures += 1
+        self.policy.round_failed(self.view, job)
+        return job.failures
+
+    def switch_batch_size(
+        self, job: JobState, batch_size: int, rates: dict[str, float], *, round_up_progress: bool
+    ) -> None:
+        job.rates = rates
+        rescale_to_batch_size(job, batch_size, round_up_progress=round_up_progress)
+
+    def remove(self, job: JobState) -> None:
+        """The job completed or was given up."""
+        del self.view.jobs[job.id]
+        self.policy.job_removed(self.view, job)
+
+
+def admission_rates(
+    model: ThroughputModel, job_model: str, batch_size: int, gang: int, cluster: ClusterSpec
+) -> dict[str, float]:
+    """A job's steps per second on each GPU type of the cluster the throughput model knows it on; raises the first
+    type's UnknownThroughput when it knows none."""
+    rates: dict[str, float] = {}
+    missing: UnknownThroughput | None = None
+    for gpu_type in cluster.types:
+        try:
+            rates[gpu_type] = model.throughput(job_model, batch_size, gang, gpu_type)
+        except UnknownThroughput as exc:
+            missing = missing or exc
+    if not rates and missing is not None:
+        raise missing
+    return rates
+
+
+def rates_after_switch(
+    job: JobState, batch_size: int, model: ThroughputModel, measured: Mapping[str, float]
+) -> dict[str, float] | None:
+    """The job's rate per GPU type at `batch_size`: measured there before, else its current rate scaled by the
+    throughput model's ratio between the two batch sizes, or None where the model does not know both.
+
+    Scaling (rather than the model's absolute rate) matters on a real cluster, whose rates are not the table's; in
+    a simulation the current rate is the model's, so the result is exactly the model's rate (x / x == 1).
+    """
+    rates: dict[str, float] = {}
+    for gpu_type, rate in job.rates.items():
+        if gpu_type in measured:
+            rates[gpu_type] = measured[gpu_type]
+            continue
+        try:
+            before = model.throughput(job.family.name, job.batch_size, job.scale_factor, gpu_type)
+            after = model.throughput(job.family.name, batch_size, job.scale_factor, gpu_type)
+        except UnknownThroughput:
+            return None
+        rates[gpu_type] = rate / before * after
+    return rates

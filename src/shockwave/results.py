@@ -1,0 +1,191 @@
+"""The result object `simulate --json`, `compare`, `sweep` and `run` write, as typed models.
+
+The models are the result format: `check_result` validates saved files with them and `result_schema()` is the JSON
+Schema generated from them. Validation is strict (a number written as a string, or a boolean where a count is
+expected, is refused, not converted), so a file that passes can be read as it is. Keys the models do not name are
+kept (`extra="allow"`): policy summaries and driver-specific details travel with the result without a change here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PrivateAttr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    model_validator,
+)
+
+from shockwave.errors import InputError
+
+NonNegative = Annotated[float, Field(ge=0)]
+Count = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
+def _as_tuple(value: Any) -> Any:
+    """JSON has no tuples: a triple arrives as a list."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+TimelinePoint = Annotated[tuple[float, int, int], BeforeValidator(_as_tuple), PlainSerializer(list)]
+"""[time_s, running_jobs, busy_gpus] of one round, written as a list as before."""
+
+
+class _Stored(BaseModel):
+    """Checked as JSON gives it: no string-to-number or boolean-to-count conversion, no NaN nor infinity (JSON has
+    neither), and unknown keys kept so nothing a newer writer added is lost on the way through."""
+
+    model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow")
+
+
+class JobRow(_Stored):
+    """One finished job. `shockwave run` adds preemptions, restarts, measured_throughput, starts,
+    batch_size_switches and startup_s (kept as extra keys)."""
+
+    id: Count
+    arrival_s: NonNegative
+    finish_s: NonNegative
+    jct_s: NonNegative
+    t_isolated_s: Annotated[float, Field(gt=0)]
+    ftf: NonNegative = Field(description="Finish-time fairness rho = JCT / (T_iso x max(1, N/G)).")
+    batch_size_changes: Count
+
+
+class RoundRow(_Stored):
+    """One round of a run, a row of rounds.csv (the result's timeline holds the same as triples)."""
+
+    round: Count
+    time_s: NonNegative
+    running_jobs: Count
+    busy_gpus: Count
+
+
+class Provenance(_Stored):
+    """What produced the result: library versions, the simulation model's parameters, the command."""
+
+    versions: dict[str, str] = Field(description="Versions of shockwave, Python and the libraries that decide results.")
+    mechanics: dict[str, Any] | None = Field(None, description="Every parameter of the simulation model.")
+    command: list[str] | None = None
+
+
+class SolverStats(_Stored):
+    """Shockwave's market solves: how many, how many fell back or relaxed fairness, and their latency."""
+
+    solves: Count
+    fallbacks: Count
+    infeasible: Count
+    exact: Count | None = None
+    node_limited: Count | None = None
+    p50_s: NonNegative
+    p95_s: NonNegative
+    max_s: NonNegative
+
+
+class Cell(_Stored):
+    """A sweep's or comparison's description of the simulation (`Cell.describe()`); case metadata such as the
+    generator's parameters are extra keys."""
+
+    key: str
+    label: str
+    gpus: Annotated[int, Field(ge=1)]
+    policy: str
+    seed: int | None
+    mechanics: str
+    trace: str | None = None
+    throughputs: str | None = None
+    config: str | None = None
+
+
+class Result(_Stored):
+    """One run of one policy on one trace and cluster. Field order is the order on disk."""
+
+    policy: str
+    trace: str
+    gpus: Annotated[int, Field(ge=1)]
+    mechanics: str = Field(description="Mechanics preset (reference, corrected, ...), or runtime for a real run.")
+    round_seconds: Annotated[float, Field(gt=0)]
+    realloc_seconds: NonNegative | None = Field(None, description="Runtime only.")
+    throughputs: str
+    time_scale: Annotated[float, Field(gt=0)] | None = Field(None, description="Runtime only.")
+    makespan_s: NonNegative
+    avg_jct_s: NonNegative
+    worst_ftf: NonNegative
+    unfair_fraction: Fraction
+    utilization: Fraction
+    num_rounds: Count
+    makespan_lower_bound_s: NonNegative
+    jobs: list[JobRow]
+    complete: bool = Field(description="false when some jobs never finished (listed in unfinished_jobs).")
+    unfinished_jobs: list[int]
+    failed_jobs: dict[str, str | None] | None = Field(None, description="Runtime only: job id -> why it was given up.")
+    wall_seconds: NonNegative
+    restart_overhead_s: NonNegative | None = Field(None, description="Runtime only: mean start-up of a lease.")
+    solver: SolverStats | None = None
+    config: dict[str, Any] | None = Field(None, description="Shockwave's hyperparameters.")
+    provenance: Provenance
+    cell: Cell | None = Field(None, description="compare and sweep only.")
+    timeline: list[TimelinePoint] | None = Field(None, description="compare, sweep and run: one triple per round.")
+
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_key_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Result:
+        """Drivers lay their keys out differently (runtime keys sit among the header's): remembered so the file
+        written back is the file read."""
+        result = handler(data)
+        if isinstance(data, dict):
+            result._order = tuple(data)
+        return result
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """What goes to disk: the keys given, in their order, with their values (absent optional keys stay absent)."""
+        dumped = self.model_dump(exclude_unset=True)
+        first = [key for key in self._order if key in dumped]
+        return {key: dumped[key] for key in [*first, *(key for key in dumped if key not in self._order)]}
+
+    @classmethod
+    def from_json_dict(
+        cls, data: Any, path: str | Path, *, where: str = "result", needs: tuple[str, ...] = ()
+    ) -> Result:
+        """A saved result, or an InputError naming the file and the first field (`where` and its path inside the
+        result) that does not match; `needs` are optional keys this reader requires."""
+        try:
+            result = cls.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            loc, message = tuple(error["loc"]), error["msg"]
+            if error["type"] == "missing":
+                loc, message = loc[:-1], f"{loc[-1]!r} is a required property"
+            elif error["type"] == "model_type":
+                message = "expected a JSON object"
+            _refuse(where + _dotted(loc), message, path)
+        missing = [key for key in needs if key not in data]
+        if missing:
+            _refuse(where, f"{missing[0]!r} is a required property", path)
+        return result
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+
+
+def _refuse(at: str, message: str, path: str | Path) -> NoReturn:
+    message = message if len(message) <= 200 else message[:197] + "..."
+    raise InputError(
+        f"not a shockwave result ({at}: {message}): was it written by another version? run compare or sweep again",
+        path=path,
+    )
+
+
+def result_schema() -> dict[str, Any]:
+    """The JSON Schema of a result, generated from the models (what `check_result` enforces)."""
+    return Result.model_json_schema()
