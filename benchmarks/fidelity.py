@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from shockwave.runtime.run import replay_arguments
-from shockwave.workload.catalog import family
-from shockwave.workload.trace import catalog_job, write_trace
-from shockwave.workloads.profiling import Point, profile, reachable, table_of
+from shockwave.training.profiling import Point, profile, reachable, table_of
+from shockwave.workload_model.catalog import family
+from shockwave.workload_model.trace import catalog_job, write_trace
 
 # (model, batch size, gang, mode, epochs, arrival s). Epochs last several seconds at the initial batch size (the
 # adaptive jobs decide at epoch boundaries, and a round-based simulator can only switch between rounds); the

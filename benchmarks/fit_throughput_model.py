@@ -2,7 +2,7 @@
 
     python benchmarks/fit_throughput_model.py [TABLE.json] [--wisr WISR.json]
 
-Fits each family of `shockwave.workload.builtin_throughput` by least squares on log throughput (relative error) to
+Fits each family of `shockwave.workload_model.builtin_throughput` by least squares on log throughput (relative error) to
 the isolated ("null") v100 entries of TABLE (default: ../shared/reference/throughputs/tacc_throughputs.json beside
 the project, the table the canonical trace was made with), prints the rounded constants as a Python dict to paste
 into V100_CONSTANTS, and the median / worst relative error of those rounded constants per family vs TABLE and vs the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from scipy.optimize import least_squares
 
-from shockwave.workload.builtin_throughput import PARAMETERS, BuiltinThroughputs, step_time_ms
-from shockwave.workload.throughput import TableThroughputs
+from shockwave.workload_model.builtin_throughput import PARAMETERS, BuiltinThroughputs, step_time_ms
+from shockwave.workload_model.throughput import TableThroughputs
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TABLE = ROOT / ".." / "shared" / "reference" / "throughputs" / "tacc_throughputs.json"

@@ -43,7 +43,7 @@ def _simulate(name: str, policy: str) -> dict[str, Any]:
     result, _ = simulate(
         REFERENCE / "traces" / trace,
         policy,
-        ClusterSpec(gpus),
+        ClusterSpec.of(gpus),
         preset("reference"),
         REFERENCE / "throughputs" / f"{table}_throughputs.json",
         hyper,

@@ -61,7 +61,7 @@ def _one(case: Case, policy: str, queue: mp.Queue) -> None:
     result, _ = simulate(
         REFERENCE / "traces" / case.trace,
         policy,
-        ClusterSpec(case.gpus),
+        ClusterSpec.of(case.gpus),
         preset("reference"),
         REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json",
         config if policy == "shockwave" else None,
