@@ -12,12 +12,16 @@ from conftest import shockwave
 from shockwave.cluster import ClusterSpec
 from shockwave.core.placement import place
 from shockwave.core.plan import Assignment, RoundPlan
+from shockwave.core.policy import Policy, SchedulerView
 from shockwave.errors import InputError
+from shockwave.simulator.engine import MAX_EMPTY_ROUNDS, Simulator
 from shockwave.simulator.mechanics import Mechanics, preset
 from shockwave.simulator.run import simulate
 from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
 from shockwave.workload_model.catalog import FAMILIES
-from shockwave.workload_model.trace import TraceJob, catalog_job, write_trace
+from shockwave.workload_model.profile import build_profile
+from shockwave.workload_model.throughput import load_throughputs
+from shockwave.workload_model.trace import TraceJob, catalog_job, read_trace, write_trace
 
 
 def job(model: str, bs: int, steps: int, arrival: float, sf: int = 1, mode: str = "static") -> TraceJob:
@@ -235,3 +239,26 @@ def test_simulate_reads_restart_costs_per_gang(tmp_path: Path) -> None:
     trace = trace_file(tmp_path, job("ResNet-18", 32, 1563, 0.0))
     bad = shockwave("simulate", "--trace", trace, "--gpus", 1, "--policy", "fifo", "--restart-seconds-by-gang", "1=5")
     assert bad.returncode == 2 and "GANG:SECONDS pairs, got '1=5'" in bad.stderr
+
+
+def test_a_policy_of_one_gpu_type_is_refused_a_cluster_of_several(tmp_path: Path) -> None:
+    path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
+    with pytest.raises(InputError, match=r"schedules one GPU type; the cluster k80:4,v100:4 has 2"):
+        simulate(path, "gavel", ClusterSpec.parse("k80:4,v100:4"), preset("corrected"))
+
+
+class NeverPlans(Policy):
+    name = "never_plans"
+
+    def plan(self, view: SchedulerView) -> RoundPlan:
+        return RoundPlan()
+
+
+def test_a_policy_that_never_plans_its_jobs_ends_the_run_unfinished(tmp_path: Path) -> None:
+    path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
+    jobs = read_trace(path)
+    profiles = [build_profile(jobs[0], load_throughputs(None))]
+    engine = Simulator(jobs, profiles, load_throughputs(None), ClusterSpec.of(2), NeverPlans(), preset("corrected"))
+    result = engine.run()
+    assert result.summary["unfinished_jobs"] == [0] and not result.summary["complete"]
+    assert len(result.rounds) == MAX_EMPTY_ROUNDS

@@ -1,3 +1,18 @@
-"""Fair and efficient scheduling of adaptive ML training jobs on shared GPU clusters."""
+"""Fair and efficient scheduling of adaptive ML training jobs on shared GPU clusters.
+
+`shockwave.simulate(...)` is the Python API (`shockwave.api`); it is imported on first use, so a training script
+that only needs the lease client (`shockwave.lease`) does not load the solvers.
+"""
+
+from typing import Any
 
 __version__ = "0.1.0"
+__all__ = ["simulate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "simulate":
+        from shockwave.api import simulate
+
+        return simulate
+    raise AttributeError(f"module 'shockwave' has no attribute {name!r}")

@@ -53,6 +53,13 @@ MECHANICS_HELP = (
     "published numbers, quirks included: it stops when the cluster is briefly empty, leaving later jobs unrun)."
 )
 MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
+GpusOpt = Annotated[
+    int | None, typer.Option("--gpus", help="GPUs in the cluster, all of the default type (v100); or --cluster.")
+]
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option("--cluster", help="GPU pools by type: TYPE:GPUS[:GPUS_PER_SERVER], comma-separated (v100:32,k80:16)."),
+]
 AllowUnfinishedOpt = Annotated[
     bool,
     typer.Option(
@@ -173,13 +180,17 @@ def trace_check(
     trace: Annotated[Path, typer.Argument(help="Trace file to validate and summarise.")],
     throughputs: ThroughputsOpt = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="Cluster size for the work lower bound.")] = None,
+    cluster: ClusterOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")] = False,
 ) -> None:
     """Validate a trace; print every problem (exit 2) or a summary with makespan lower bounds."""
+    from shockwave.cluster import ClusterSpec
+
     _, jobs, profiles = load_workload(trace, throughputs)
-    if gpus is not None:
-        require_gangs_fit(jobs, gpus, trace)  # as simulate would refuse the trace on this cluster
-    summary = summarize(jobs, profiles, gpus)
+    spec = None if gpus is None and cluster is None else ClusterSpec.from_options(gpus, cluster)
+    if spec is not None:
+        require_gangs_fit(jobs, spec.largest_pool, trace)  # as simulate would refuse the trace on this cluster
+    summary = summarize(jobs, profiles, None if spec is None else spec.gpus)
     if as_json:
         print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary}, indent=1))
         return
@@ -191,8 +202,9 @@ def trace_check(
 @app.command("simulate")
 def simulate_cmd(
     trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
-    policy: Annotated[str, typer.Option("--policy", help="Policy name or alias (gavel, themis, ossp, mst, ...).")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the cluster.")],
+    policy: Annotated[str, typer.Option("--policy", help="Name or alias (gavel, themis, ...) or file.py:Class.")],
+    gpus: GpusOpt = None,
+    cluster: ClusterOpt = None,
     gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
     throughputs: ThroughputsOpt = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
@@ -231,24 +243,24 @@ def simulate_cmd(
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
     from shockwave.cluster import ClusterSpec
-    from shockwave.policies.registry import canonical_name
+    from shockwave.policies.registry import policy_label, takes_config
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate
 
-    if config is not None and canonical_name(policy) != "shockwave":
+    if config is not None and not takes_config(policy):
         raise InputError(
-            f"--config sets Shockwave's hyperparameters; policy {canonical_name(policy)!r} has none", path=config
+            f"--config sets Shockwave's hyperparameters; policy {policy_label(policy)!r} has none", path=config
         )
     by_gang = _gang_costs(restart_by_gang) if restart_by_gang else None
     mech = preset(mechanics).with_round_seconds(round_seconds).with_overrides(restart_seconds, realloc_seconds, by_gang)
-    cluster = ClusterSpec.of(gpus=gpus, gpus_per_server=gpus_per_server)
+    spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)
     hyper = ShockwaveConfig.from_json(config) if config is not None else None
     if out_dir is not None:
         ensure_writable(out_dir)
     with _native_output_to_stderr(), _simulation_progress() as on_round:
-        result, run = simulate(trace, policy, cluster, mech, throughputs, hyper, on_round, batch_sizes)
+        result, run = simulate(trace, policy, spec, mech, throughputs, hyper, on_round, batch_sizes)
     with_command(result, this_command())
     if out_dir is not None:
         write_run(out_dir, result, run.rounds)
@@ -311,16 +323,19 @@ def _simulation_progress() -> Iterator[Callable[[Any], None] | None]:
         yield on_round
 
 
-PoliciesOpt = Annotated[str, typer.Option("--policies", help="Comma-separated policy names, or 'all'.")]
+PoliciesOpt = Annotated[str, typer.Option("--policies", help="Comma-separated names or file.py:Class, or 'all'.")]
 ParallelOpt = Annotated[
     int | None, typer.Option("--jobs-in-parallel", "-j", min=1, help="Simulations at once; default: CPU count.")
 ]
 
 
 def _policy_list(text: str) -> list[str]:
+    from shockwave.policies.plugins import absolute_spec
     from shockwave.policies.registry import POLICIES
 
-    return list(POLICIES) if text.strip() == "all" else [p.strip() for p in text.split(",") if p.strip()]
+    if text.strip() == "all":
+        return list(POLICIES)
+    return [absolute_spec(p.strip()) for p in text.split(",") if p.strip()]  # a file: from here, not a sweep file
 
 
 def _workers(requested: int | None) -> int:
@@ -340,8 +355,9 @@ def _print_paths(paths: list[Path]) -> None:
 @app.command("compare")
 def compare_cmd(
     trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
-    gpus: Annotated[int, typer.Option("--gpus", help="GPUs in the cluster.")],
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json/csv and figures/.")],
+    gpus: GpusOpt = None,
+    cluster: ClusterOpt = None,
     policies: PoliciesOpt = "all",
     throughputs: ThroughputsOpt = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
@@ -357,7 +373,7 @@ def compare_cmd(
     from shockwave.report import print_comparison
 
     request = CompareRequest(
-        trace, gpus, _policy_list(policies), throughputs, config, mechanics, round_seconds, gpus_per_server
+        trace, gpus, _policy_list(policies), throughputs, config, mechanics, round_seconds, gpus_per_server, cluster
     )
     with _saying_what_was_kept():
         results, errors = compare(
@@ -544,8 +560,11 @@ def profile_workloads_cmd(
 def run_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
     trace: Annotated[Path | None, typer.Option("--trace", help="Trace file (12-column TSV).")] = None,
-    policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias.")] = None,
+    policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="The GPUs as TYPE:GPUS (one type), instead of --gpus.")
+    ] = None,
     address: Annotated[
         str | None,
         typer.Option("--address", help="Join this Ray cluster (default: start a local one with --gpus logical GPUs)."),
@@ -584,15 +603,20 @@ def run_cmd(
     """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator."""
     import shlex
 
+    from shockwave.cluster import ClusterSpec
     from shockwave.report import print_run_summary
     from shockwave.runtime.run import DEFAULT_COMMAND, RunRequest, replay_arguments, run
 
-    if not resume and (trace is None or policy is None or gpus is None):
-        raise InputError("--trace, --policy and --gpus are required (unless --resume continues a journal)")
+    if not resume and (trace is None or policy is None or (gpus is None and cluster is None)):
+        raise InputError("--trace, --policy and --gpus or --cluster are required (unless --resume continues a journal)")
+    spec = ClusterSpec.from_options(gpus, cluster) if gpus is not None or cluster is not None else ClusterSpec.of(1)
+    if len(spec.pools) > 1:
+        raise InputError(f"--cluster {cluster}: `run` schedules one GPU type for now (GPU types on Ray are to come)")
     request = RunRequest(
         trace=trace or Path(),
         policy=policy or "",
-        gpus=gpus or 1,
+        gpus=spec.gpus,
+        gpu_type=spec.default_type,
         out=output,
         address=address,
         round_seconds=round_seconds,

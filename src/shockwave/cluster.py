@@ -59,6 +59,21 @@ class ClusterSpec:
         return cls((Pool(gpu_type, gpus, gpus_per_server),))
 
     @classmethod
+    def from_options(cls, gpus: int | None, cluster: str | None, gpus_per_server: int = 1) -> ClusterSpec:
+        """The cluster of a command's `--gpus N` (N GPUs of the default type) or `--cluster TYPE:N,...`."""
+        if (gpus is None) == (cluster is None):
+            raise InputError(
+                "give the cluster as --gpus N (N GPUs of the default type) or as --cluster TYPE:N[,TYPE:N...], "
+                + ("not both" if gpus is not None else "one of them")
+            )
+        return cls.parse(cluster, gpus_per_server) if cluster is not None else cls.of(gpus or 0, gpus_per_server)
+
+    @property
+    def largest_pool(self) -> int:
+        """GPUs of the biggest pool: the largest gang the cluster can run (a gang never spans types)."""
+        return max(pool.gpus for pool in self.pools)
+
+    @classmethod
     def parse(cls, text: str, gpus_per_server: int = 1) -> ClusterSpec:
         """`type:gpus[:gpus per server]`, comma-separated (`v100:32`, `v100:32:4,k80:16`); a pool without its own
         server size takes `gpus_per_server`."""

@@ -16,6 +16,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.core.plan import RoundPlan, validate_plan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
+from shockwave.errors import InputError
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
 
 
@@ -64,6 +65,11 @@ class SchedulingLoop:
         round_index: int = 0,
         rounds: list[RoundRecord] | None = None,
     ) -> None:
+        if len(cluster.pools) > 1 and not policy.plans_gpu_types:
+            raise InputError(
+                f"policy {policy.name!r} schedules one GPU type; the cluster {cluster.describe()} has "
+                f"{len(cluster.pools)}: give one type (--gpus N or --cluster TYPE:N)"
+            )
         self.policy = policy
         self.view = SchedulerView(time, round_seconds, cluster, round_index=round_index)
         self.rounds: list[RoundRecord] = [] if rounds is None else rounds

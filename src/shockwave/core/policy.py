@@ -53,6 +53,9 @@ class Policy:
     """Base class: a policy overrides `plan` and whichever hooks it needs."""
 
     name = "policy"
+    plans_gpu_types = False
+    """True for a policy that plans onto every GPU type of the cluster; the others schedule the cluster's default
+    type only, and the loop refuses them a cluster of several types rather than leave GPUs idle unseen."""
 
     def plan(self, view: SchedulerView) -> RoundPlan:
         """The next round, most deserving first; `validate_plan` holds every driver to it."""

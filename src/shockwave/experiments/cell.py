@@ -17,9 +17,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from shockwave.cluster import ClusterSpec
 from shockwave.provenance import library_versions
 
-KEY_FORMAT = 2
+KEY_FORMAT = 3
 """Bumped when what a cell's result holds changes, so older cells are computed again."""
 DIGEST_LENGTH = 16
 TIMING_FIELDS = ("wall_seconds",)
@@ -36,6 +37,8 @@ class Cell:
     mechanics: str = "corrected"
     round_seconds: float = 120.0
     gpus_per_server: int = 1
+    cluster: str | None = None
+    """GPU pools by type (`--cluster`); None: `gpus` GPUs of the default type."""
     seed: int | None = None
     """The generator seed of a generated trace; None for a trace file."""
     trace_path: str | None = None
@@ -47,6 +50,15 @@ class Cell:
     """Shockwave's hyperparameters (JSON), only for the shockwave policy."""
     extra: dict[str, Any] = field(default_factory=dict)
     """Case metadata reported with the result (for example the generator's parameters)."""
+    policy_text: str | None = None
+    """A file policy's source (`policy` is then `/path/file.py:Class`), carried like the trace: the cell runs where the
+    file is not, and its digest changes with the file's bytes, not with where the file is."""
+
+    @cached_property
+    def policy_id(self) -> str:
+        from shockwave.policies.plugins import file_identity
+
+        return self.policy if self.policy_text is None else file_identity(self.policy, self.policy_text)
 
     @cached_property
     def digest(self) -> str:
@@ -57,7 +69,9 @@ class Cell:
             "trace": _sha256(self.trace_text),
             "throughputs": None if self.throughputs_text is None else _sha256(self.throughputs_text),
             "config": None if self.config_text is None else _sha256(self.config_text),
-            "settings": [self.gpus, self.policy, self.mechanics, self.round_seconds, self.gpus_per_server],
+            "settings": [
+                self.gpus, self.policy_id, self.mechanics, self.round_seconds, self.gpus_per_server, self.cluster
+            ],
             "versions": library_versions(),
         }
         return _sha256(json.dumps(content, sort_keys=True))[:DIGEST_LENGTH]
@@ -66,13 +80,20 @@ class Cell:
     def key(self) -> str:
         """Readable and unique: label, cluster, policy, seed, then the digest (which alone identifies the cell)."""
         seed = f"_seed{self.seed}" if self.seed is not None else ""
-        name = f"{self.label}_{self.gpus}gpus_{self.policy}{seed}"
+        from shockwave.policies.plugins import short_name
+
+        name = f"{self.label}_{self.gpus}gpus_{short_name(self.policy)}{seed}"
         return f"{re.sub(r'[^A-Za-z0-9_.,-]+', '-', name)[:120]}_{self.digest}"
 
     def comparison_identity(self) -> str:
         """The cell's digest without its policy (nor Shockwave's config): what every policy of one comparison
         shares."""
-        return replace(self, policy="*", config_text=None).digest
+        return replace(self, policy="*", config_text=None, policy_text=None).digest
+
+    def spec(self) -> ClusterSpec:
+        if self.cluster is not None:
+            return ClusterSpec.parse(self.cluster, self.gpus_per_server)
+        return ClusterSpec.of(self.gpus, self.gpus_per_server)
 
     def describe(self) -> dict[str, Any]:
         """What a reader of the results needs to know about the cell (no file contents)."""
@@ -80,6 +101,7 @@ class Cell:
             "key": self.key,
             "label": self.label,
             "gpus": self.gpus,
+            "cluster": self.spec().describe(),
             "policy": self.policy,
             "seed": self.seed,
             "mechanics": self.mechanics,
@@ -93,7 +115,7 @@ class Cell:
 def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[str, Any]:
     """Simulate the cell in a scratch folder; the result is the `simulate --json` object plus the cell's description
     and the per-round timeline."""
-    from shockwave.cluster import ClusterSpec
+    from shockwave.policies.plugins import copy_into
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate
@@ -110,8 +132,11 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
         if cell.config_text is not None:
             config = ShockwaveConfig.from_mapping(json.loads(cell.config_text), path=cell.config_name)
         mechanics = preset(cell.mechanics).with_round_seconds(cell.round_seconds)
-        cluster = ClusterSpec.of(gpus=cell.gpus, gpus_per_server=cell.gpus_per_server)
-        result, run = simulate(trace, cell.policy, cluster, mechanics, throughputs, config, on_round)
+        cluster = cell.spec()
+        policy = cell.policy
+        if cell.policy_text is not None:  # the file as the cell carries it, the one its digest names
+            policy = copy_into(cell.policy, cell.policy_text, folder / "policy")
+        result, run = simulate(trace, policy, cluster, mechanics, throughputs, config, on_round)
     result["trace"] = cell.trace_path or cell.label
     result["throughputs"] = cell.throughputs_name or result["throughputs"]
     result["cell"] = cell.describe()

@@ -21,7 +21,8 @@ from shockwave.experiments.cell import Cell
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.store import claimed, write_comparison
 from shockwave.experiments.sweep import headline
-from shockwave.policies.registry import canonical_name
+from shockwave.policies.plugins import short_name, source_of
+from shockwave.policies.registry import canonical_names, takes_config
 from shockwave.provenance import with_command
 from shockwave.textfile import read_text
 
@@ -31,13 +32,15 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class CompareRequest:
     trace: Path
-    gpus: int
+    gpus: int | None
     policies: list[str]
     throughputs: Path | None = None
     config: Path | None = None
     mechanics: str = "corrected"
     round_seconds: float = 120.0
     gpus_per_server: int = 1
+    cluster: str | None = None
+    """GPU pools by type (`--cluster`), instead of `gpus` GPUs of the default type."""
 
 
 def build_cells(request: CompareRequest) -> list[Cell]:
@@ -49,14 +52,14 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     from shockwave.workload_model.summary import makespan_lower_bound
     from shockwave.workload_model.trace import require_gangs_fit
 
-    policies = list(dict.fromkeys(canonical_name(p) for p in request.policies))
+    policies = canonical_names(request.policies)
     if not policies:
         raise InputError("--policies names no policy")
     mechanics = preset(request.mechanics).with_round_seconds(request.round_seconds)
-    ClusterSpec.of(request.gpus, request.gpus_per_server)
+    cluster = ClusterSpec.from_options(request.gpus, request.cluster, request.gpus_per_server)
     _, jobs, profiles = load_workload(request.trace, request.throughputs)
-    require_gangs_fit(jobs, request.gpus, request.trace)
-    mechanics.require_rounds(makespan_lower_bound(jobs, profiles, request.gpus))
+    require_gangs_fit(jobs, cluster.largest_pool, request.trace)
+    mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
     config_text = None
     if request.config is not None:
         ShockwaveConfig.from_json(request.config)
@@ -67,7 +70,8 @@ def build_cells(request: CompareRequest) -> list[Cell]:
         Cell(
             label=request.trace.stem,
             trace_text=trace_text,
-            gpus=request.gpus,
+            gpus=cluster.gpus,
+            cluster=request.cluster,
             policy=policy,
             mechanics=request.mechanics,
             round_seconds=request.round_seconds,
@@ -75,8 +79,9 @@ def build_cells(request: CompareRequest) -> list[Cell]:
             trace_path=str(request.trace),
             throughputs_name=str(request.throughputs) if request.throughputs else None,
             throughputs_text=throughputs_text,
-            config_name=str(request.config) if request.config and policy == "shockwave" else None,
-            config_text=config_text if policy == "shockwave" else None,
+            config_name=str(request.config) if request.config and takes_config(policy) else None,
+            config_text=config_text if takes_config(policy) else None,
+            policy_text=source_of(policy),
         )
         for policy in policies
     ]
@@ -122,7 +127,7 @@ def _compare(
         disable=not show_progress or lines,
         transient=False,
     ) as progress:
-        tasks = {cell.key: progress.add_task(cell.policy, total=None, clock="waiting") for cell in cells}
+        tasks = {cell.key: progress.add_task(short_name(cell.policy), total=None, clock="waiting") for cell in cells}
 
         def on_progress(update: CellProgress) -> None:
             progress.update(

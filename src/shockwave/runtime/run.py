@@ -58,6 +58,8 @@ class RunRequest:
     placement: str = "PACK"
     max_restarts: int = 3
     command: str = DEFAULT_COMMAND
+    gpu_type: str = DEFAULT_GPU_TYPE
+    """The type of the cluster's GPUs (one type: GPU types on Ray come with heterogeneous clusters)."""
     realloc_seconds: float | None = None
     """Gavel-style policies recompute their allocation at most this often (default: once per round; the
     simulator's reference mechanics throttle to 1000 simulated seconds instead)."""
@@ -100,9 +102,10 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
         startups.setdefault(gangs[job["id"]], []).extend(job.get("startup_s", []))
     by_gang = ",".join(f"{gang}:{fmean(s):.2f}" for gang, s in sorted(startups.items()) if s)
     restart = result.get("restart_overhead_s") or 0.0
+    policy = result.get("policy_spec", result["policy"])  # a file's class: its file and class
     return [
         *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
-        *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", result["policy"], "--gpus", str(result["gpus"])),
+        *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", policy, "--gpus", str(result["gpus"])),
         *("--round-seconds", f"{round_s:.3f}", "--realloc-seconds", f"{realloc:.3f}", "--mechanics", "corrected"),
         *("--restart-seconds", f"{restart:.2f}", *(("--restart-seconds-by-gang", by_gang) if by_gang else ())),
     ]
@@ -153,7 +156,7 @@ def run(
     request: RunRequest, backend: Callable[[RunRequest], Backend] | None = None, command: list[str] | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the request's trace; `command` is recorded in the result's provenance."""
-    from shockwave.policies.registry import canonical_name, make_policy
+    from shockwave.policies.registry import canonical_name, make_policy_offering, policy_label
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
     ensure_writable(request.out)
@@ -172,7 +175,8 @@ def run(
     journal = Journal(request.journal_path)
     if request.resume:
         request = _resumed(request, journal)
-    name = canonical_name(request.policy)
+    request = dataclasses.replace(request, policy=canonical_name(request.policy))  # kept: a file's absolute path
+    name = request.policy
     tm, original, _ = load_workload(request.trace, request.throughputs)
     require_gangs_fit(original, request.gpus, request.trace)
     jobs = scale_trace(original, request.time_scale)
@@ -181,7 +185,7 @@ def run(
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     profiles = [build_profile(job, tm) for job in jobs]
-    policy = make_policy(name, min_realloc_interval_s=interval, shockwave_config=config)
+    policy = make_policy_offering(name, min_realloc_interval_s=interval, config=config)
     if request.resume:
         snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, request.journal_path)
     else:
@@ -204,7 +208,7 @@ def run(
         jobs,
         profiles,
         tm,
-        ClusterSpec.of(request.gpus),
+        ClusterSpec.of(request.gpus, gpu_type=request.gpu_type),
         snapshot.policy,
         cluster_backend,
         journal,
@@ -218,7 +222,7 @@ def run(
         scheduler.run()
     finally:
         cluster_backend.close()
-    result = _result(request, name, scheduler, tm, jobs)
+    result = _result(request, policy_label(name), scheduler, tm, jobs)
     if command is not None:
         with_command(result, command)
     (request.out / "results.json").write_text(json.dumps([result], indent=1))
@@ -284,8 +288,10 @@ def _result(
     startups = [t for r in records.values() for t in r.startups]
     return {
         "policy": policy,
+        **({"policy_spec": request.policy} if request.policy != policy else {}),  # a file's class
         "trace": str(request.trace),
         "gpus": request.gpus,
+        "cluster": ClusterSpec.of(request.gpus, gpu_type=request.gpu_type).describe(),
         "mechanics": "runtime",
         "round_seconds": request.round_seconds,
         "realloc_seconds": request.realloc_seconds or request.round_seconds,

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.policies.registry import canonical_name, make_policy
+from shockwave.policies.registry import canonical_name, make_policy_offering, policy_label
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
@@ -34,15 +34,16 @@ def simulate(
     """
     name = canonical_name(policy)
     tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
-    require_gangs_fit(jobs, cluster.gpus, trace)
+    require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
-    chosen = make_policy(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, shockwave_config=config)
+    chosen = make_policy_offering(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, config=config)
     engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None)
     result = engine.run()
     header = {
-        "policy": name,
+        "policy": policy_label(name),
         "trace": str(trace),
         "gpus": cluster.gpus,
+        "cluster": cluster.describe(),
         "mechanics": mechanics.name,
         "round_seconds": mechanics.round_seconds,
         "throughputs": tm.name,

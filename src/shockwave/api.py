@@ -1,0 +1,64 @@
+"""The Python API: what the CLI's `simulate` does, for notebooks and scripts.
+
+    import shockwave
+    result = shockwave.simulate("my.trace", policy="shockwave", cluster="v100:32")
+    result.makespan_s, result.avg_jct_s, result.worst_ftf     # the summary
+    result.jobs[0].jct_s                                      # one row per finished job
+    result.rounds[-1].busy_gpus                               # one row per round
+
+The result is the same typed object `simulate --json` prints (`shockwave.results.Result`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from shockwave.cluster import ClusterSpec
+from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.results import Result
+from shockwave.simulator.engine import Progress
+from shockwave.simulator.mechanics import Mechanics, preset
+from shockwave.simulator.run import simulate as simulate_files
+
+
+def simulate(
+    trace: str | Path,
+    policy: str = "shockwave",
+    cluster: str | int | ClusterSpec = 32,
+    *,
+    throughputs: str | Path | None = None,
+    mechanics: str | Mechanics = "corrected",
+    round_seconds: float | None = None,
+    config: ShockwaveConfig | str | Path | None = None,
+    batch_sizes: str | Path | None = None,
+    on_round: Callable[[Progress], None] | None = None,
+) -> Result:
+    """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
+
+    `cluster` is a `--cluster` string (`"v100:32,k80:16"`), a GPU count of the default type, or a ClusterSpec;
+    `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
+    Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules.
+    Bad input raises `shockwave.errors.InputError`.
+    """
+    spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
+    mech = preset(mechanics) if isinstance(mechanics, str) else mechanics
+    if round_seconds is not None:
+        mech = mech.with_round_seconds(round_seconds)
+    hyper = ShockwaveConfig.from_json(Path(config)) if isinstance(config, str | Path) else config
+    summary, run = simulate_files(
+        Path(trace),
+        policy,
+        spec,
+        mech,
+        None if throughputs is None else Path(throughputs),
+        hyper,
+        on_round,
+        None if batch_sizes is None else Path(batch_sizes),
+    )
+    timeline = [[r.time_s, r.running_jobs, r.busy_gpus] for r in run.rounds]
+    return Result.from_json_dict({**summary, "timeline": timeline}, Path(trace))
+
+
+def _cluster(cluster: str | int) -> ClusterSpec:
+    return ClusterSpec.of(cluster) if isinstance(cluster, int) else ClusterSpec.parse(cluster)
