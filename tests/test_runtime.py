@@ -13,11 +13,11 @@ import pytest
 from conftest import shockwave
 from runtime_trace import write_runtime_trace
 from shockwave import lease as client
+from shockwave.core.clock import Clock, VirtualClock
 from shockwave.errors import InputError
 from shockwave.policies.registry import make_policy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import GangStatus, Launch
-from shockwave.core.clock import Clock, VirtualClock
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
 from shockwave.runtime.run import RunRequest, replay_arguments, run

@@ -659,7 +659,7 @@ def demo(
     write_trace(generate(params, load_throughputs(None)), path)
     out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)", markup=False, highlight=False)
     trace_check(path, None, 32, False)
-    compare_cmd(trace=path, gpus=32, output=output_dir, policies=DEMO_POLICIES, mechanics="corrected")
+    compare_cmd(trace=path, gpus=32, cluster=None, output=output_dir, policies=DEMO_POLICIES, mechanics="corrected")
 
 
 def main() -> None:

@@ -70,7 +70,12 @@ class Cell:
             "throughputs": None if self.throughputs_text is None else _sha256(self.throughputs_text),
             "config": None if self.config_text is None else _sha256(self.config_text),
             "settings": [
-                self.gpus, self.policy_id, self.mechanics, self.round_seconds, self.gpus_per_server, self.cluster
+                self.gpus,
+                self.policy_id,
+                self.mechanics,
+                self.round_seconds,
+                self.gpus_per_server,
+                self.cluster,
             ],
             "versions": library_versions(),
         }

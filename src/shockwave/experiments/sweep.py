@@ -24,6 +24,7 @@ from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.sweep_spec import SweepSpec
+from shockwave.policies.plugins import short_name
 from shockwave.provenance import with_command
 from shockwave.textfile import read_text
 
@@ -44,6 +45,8 @@ class SweepRun:
 def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     """Every cell of the sweep; generated traces are written to out/traces (kept for the user)."""
     from shockwave.cluster import ClusterSpec
+    from shockwave.policies.plugins import source_of
+    from shockwave.policies.registry import takes_config
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.workload_model.generator import GeneratorParams, generate
@@ -84,7 +87,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
             jobs = read_trace(path, model) if path else []
             require_gangs_fit(jobs, case.gpus, path)
             for policy in spec.policies:
-                shockwave = policy == "shockwave"
+                shockwave = takes_config(policy)
                 cells.append(
                     Cell(
                         label=label,
@@ -101,6 +104,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                         config_name=str(config_path) if shockwave and config_path else None,
                         config_text=config_text if shockwave else None,
                         extra=extra,
+                        policy_text=source_of(policy),
                     )
                 )
     return cells
@@ -197,7 +201,7 @@ def run_sweep(
 
 def _name(cell: Cell) -> str:
     seed = f" seed {cell.seed}" if cell.seed is not None else ""
-    return f"{cell.label[:30]} {cell.gpus} GPUs {cell.policy}{seed}"
+    return f"{cell.label[:30]} {cell.gpus} GPUs {short_name(cell.policy)}{seed}"
 
 
 def headline(result: dict[str, Any]) -> str:

@@ -112,7 +112,7 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(TOP_KEYS)}", path=source)
     spec = SweepSpec(
-        policies=_policies(raw.get("policies", []), source),
+        policies=_policies(raw.get("policies", []), base, source),
         seeds=_ints(raw.get("seeds", [0]), "seeds", source, minimum=0),
         throughputs=_path(raw.get("throughputs"), base, "throughputs", source),
         config=_path(raw.get("config"), base, "config", source),
@@ -174,8 +174,8 @@ def _scalar(value: str, where: str) -> float | int:
 
 
 # -- checks ------------------------------------------------------------------------------------------------------------
-def _policies(value: Any, source: Path | None) -> list[str]:
-    from shockwave.policies.registry import POLICIES, canonical_name
+def _policies(value: Any, base: Path, source: Path | None) -> list[str]:
+    from shockwave.policies.registry import POLICIES, canonical_names
 
     if value == "all":
         return list(POLICIES)
@@ -184,9 +184,9 @@ def _policies(value: Any, source: Path | None) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise InputError("'policies' must be a list of names or \"all\"", path=source)
     try:
-        return list(dict.fromkeys(canonical_name(v) for v in value))
+        return canonical_names(value, base=base)  # a policy file relative to the sweep file
     except InputError as exc:
-        raise InputError(exc.reason, path=source, field="policies") from None
+        raise InputError(str(exc) if exc.path else exc.reason, path=source, field="policies") from None
 
 
 def _ints(value: Any, key: str, source: Path | None, minimum: int) -> list[int]:

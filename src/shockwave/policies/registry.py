@@ -1,11 +1,28 @@
-"""Policy names (the reference's, plus short aliases) to fresh policy objects."""
+"""Every policy by name, with the parameters it takes: the built-in ones (the reference's names, plus short aliases),
+installed packages' (entry point group `shockwave.policies`) and classes in files (`path/to/file.py:ClassName`).
+
+    make_policy("max_min_fairness", min_realloc_interval_s=240.0)    # parameters checked against its declaration
+    make_policy("my_policy.py:ShortestFirst")
+    make_policy_offering(name, min_realloc_interval_s=..., config=...)  # a driver: each policy takes what it declares
+
+A built-in policy declares its parameters here; a plug-in's are its `__init__`'s keyword parameters (with their
+annotations and defaults). Unknown parameters, values of the wrong type, and plug-ins that cannot be loaded or built
+are InputErrors naming the policy (and the file and class) and the parameter.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from shockwave.core.policy import Policy
 from shockwave.errors import InputError
+from shockwave.policies import plugins
 from shockwave.policies.gavel.allox import AlloX
 from shockwave.policies.gavel.fifo import FifoPolicy
 from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairness
@@ -17,18 +34,126 @@ from shockwave.policies.gavel.min_total_duration import MinTotalDuration
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 
-Factory = Callable[[float], Policy]
 
-POLICIES: dict[str, Factory] = {
-    "shockwave": lambda interval: ShockwavePolicy(),
-    "max_min_fairness": lambda interval: GavelPolicy(MaxMinFairness(), min_realloc_interval_s=interval),
-    "finish_time_fairness": lambda interval: GavelPolicy(FinishTimeFairness(), min_realloc_interval_s=interval),
-    "min_total_duration": lambda interval: GavelPolicy(MinTotalDuration(), min_realloc_interval_s=interval),
-    "max_sum_throughput_perf": lambda interval: GavelPolicy(MaxSumThroughput(), min_realloc_interval_s=interval),
-    "allox": lambda interval: GavelPolicy(AlloX(), min_realloc_interval_s=interval),
-    "gandiva_fair": lambda interval: GavelPolicy(GandivaFair(), min_realloc_interval_s=interval),
-    "fifo": lambda interval: FifoPolicy(min_realloc_interval_s=interval),
+@dataclass(frozen=True)
+class Param:
+    """One parameter a policy declares."""
+
+    name: str
+    types: tuple[type, ...] | None
+    """Accepted types (an int is accepted for a float); None: any value."""
+    default: Any
+    help: str
+    required: bool = False
+
+    def check(self, value: Any, where: str, path: Path | None = None) -> Any:
+        """`value` (an int made a float where a float is declared), or an InputError naming the parameter."""
+        kinds = self.types
+        if kinds is None or object in kinds:
+            return value
+        if isinstance(value, bool):
+            ok = bool in kinds
+        elif isinstance(value, int) and float in kinds and int not in kinds:
+            return float(value)
+        else:
+            ok = isinstance(value, kinds)
+        if not ok:
+            wanted = " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
+            raise InputError(
+                f"{where}: parameter {self.name!r} must be {wanted}, not {type(value).__name__} {value!r}", path=path
+            )
+        return value
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """A policy as the registry knows it: how to build it and what it takes."""
+
+    name: str
+    """Canonical: a built-in's or an entry point's name, or `/absolute/path/file.py:ClassName`."""
+    build: Callable[..., Policy]
+    params: tuple[Param, ...]
+    help: str = ""
+    label: str = ""
+    """What results call it (default: `name`)."""
+    origin: str = ""
+    """How error messages name it (default: policy 'name')."""
+    path: Path | None = None
+    """A file plug-in's file."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "label", self.label or self.name)
+        object.__setattr__(self, "origin", self.origin or f"policy {self.name!r}")
+
+    @property
+    def builtin(self) -> bool:
+        return POLICIES.get(self.name) is self
+
+    def make(self, params: Mapping[str, Any]) -> Policy:
+        """A fresh policy with `params` (checked against the declaration)."""
+        declared = {p.name: p for p in self.params}
+        for name in params:
+            if name not in declared:
+                takes = f"its parameters: {', '.join(declared)}" if declared else "it takes none"
+                raise InputError(f"{self.origin} has no parameter {name!r} ({takes})", path=self.path)
+        values = {name: declared[name].check(value, self.origin, self.path) for name, value in params.items()}
+        for param in self.params:
+            if param.required and param.name not in values:
+                raise InputError(f"{self.origin}: parameter {param.name!r} has no default and was not given")
+        if self.builtin:
+            return self.build(**values)
+        try:
+            return self.build(**values)
+        except InputError:
+            raise
+        except Exception as exc:
+            line = plugins.line_in(exc, self.path) if self.path else None
+            raise InputError(
+                f"{self.origin}: building it failed: {plugins.describe(exc)}", path=self.path, line=line
+            ) from None
+
+
+INTERVAL = Param(
+    "min_realloc_interval_s",
+    (float,),
+    1000.0,
+    "recompute the allocation on arrivals, completions and batch-size changes, at most once per this many seconds",
+)
+CONFIG = Param(
+    "config",
+    (ShockwaveConfig, str, Path, type(None)),
+    None,
+    "Shockwave's hyperparameters: a ShockwaveConfig or a JSON file (default: the tacc_32gpus values)",
+)
+
+
+def _shockwave(config: ShockwaveConfig | str | Path | None = None) -> Policy:
+    return ShockwavePolicy(ShockwaveConfig.from_json(config) if isinstance(config, str | Path) else config)
+
+
+def _gavel(name: str, allocator: Callable[[], Any], help: str) -> PolicyInfo:
+    def build(min_realloc_interval_s: float = INTERVAL.default) -> Policy:
+        return GavelPolicy(allocator(), min_realloc_interval_s=min_realloc_interval_s)
+
+    return PolicyInfo(name, build, (INTERVAL,), help)
+
+
+POLICIES: dict[str, PolicyInfo] = {
+    info.name: info
+    for info in (
+        PolicyInfo(
+            "shockwave", _shockwave, (CONFIG,), "Shockwave: a market over a window of rounds, batch sizes forecast"
+        ),
+        _gavel("max_min_fairness", MaxMinFairness, "Gavel's max-min fairness of normalised throughput"),
+        _gavel("finish_time_fairness", FinishTimeFairness, "Themis: minimise the worst finish-time fairness"),
+        _gavel("min_total_duration", MinTotalDuration, "OSSP: minimise the time until every job is done"),
+        _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of normalised throughputs"),
+        _gavel("allox", AlloX, "AlloX: min-cost assignment of jobs to GPUs"),
+        _gavel("gandiva_fair", GandivaFair, "Gandiva-Fair: lottery scheduling with GPU trading"),
+        PolicyInfo("fifo", FifoPolicy, (INTERVAL,), "first come, first served, strictly in order"),
+    )
 }
+"""The built-in policies; plug-ins are found when named (`policy_info`)."""
 
 ALIASES = {
     "gavel": "max_min_fairness",
@@ -39,19 +164,122 @@ ALIASES = {
 }
 
 
-def canonical_name(name: str) -> str:
+def known_policies() -> list[str]:
+    """Built-in policies, then installed packages' (entry points) that do not reuse a built-in name."""
+    taken = {*POLICIES, *ALIASES}
+    return [*POLICIES, *(name for name in plugins.entry_points() if name not in taken)]
+
+
+def policy_info(name: str, *, base: Path | None = None) -> PolicyInfo:
+    """The policy `name` means: a built-in name or alias, a file's class (`file.py:Class`, relative to `base`, default
+    the working folder), or an installed package's entry point; InputError when it is none of them or cannot load."""
     name = ALIASES.get(name, name)
-    if name not in POLICIES:
-        known = ", ".join([*POLICIES, *(f"{a} (= {t})" for a, t in ALIASES.items())])
-        raise InputError(f"unknown policy {name!r}; known policies: {known}")
-    return name
+    if name in POLICIES:
+        return POLICIES[name]
+    if plugins.is_file_spec(name):
+        spec = plugins.parse_file_spec(name, base)
+        cls = plugins.load_file_class(spec)
+        origin = f"policy class {spec.class_name!r}"
+        label = plugins.class_label(cls, origin, spec.path)
+        if label in POLICIES or label in ALIASES:
+            raise InputError(
+                f"{origin} is named {label!r}, as a built-in policy is: set its `name` to another", path=spec.path
+            )
+        return PolicyInfo(str(spec), cls, _params_of(cls), _help_of(cls), label, origin, spec.path)
+    point = plugins.entry_points().get(name)
+    if point is not None:
+        cls = plugins.load_entry_point(point)
+        return PolicyInfo(name, cls, _params_of(cls), _help_of(cls), origin=plugins.entry_point_origin(point))
+    known = ", ".join([*known_policies(), *(f"{a} (= {t})" for a, t in ALIASES.items())])
+    raise InputError(
+        f"unknown policy {name!r}; known policies: {known}; or a policy class in a file: path/to/file.py:ClassName"
+    )
 
 
-def make_policy(
-    name: str, *, min_realloc_interval_s: float = 1000.0, shockwave_config: ShockwaveConfig | None = None
-) -> Policy:
-    """A fresh policy; Gavel-style ones recompute at most every `min_realloc_interval_s` simulated seconds."""
-    name = canonical_name(name)
-    if name == "shockwave" and shockwave_config is not None:
-        return ShockwavePolicy(shockwave_config)
-    return POLICIES[name](min_realloc_interval_s)
+def canonical_name(name: str, *, base: Path | None = None) -> str:
+    """The name every driver keeps for `name`: aliases resolved, a file's path made absolute (its class loaded and
+    checked on the way)."""
+    return policy_info(name, base=base).name
+
+
+def canonical_names(names: Iterable[str], *, base: Path | None = None) -> list[str]:
+    """Each distinct policy of `names` once, in order; InputError if two would be reported under one name."""
+    infos = list({info.name: info for info in (policy_info(n, base=base) for n in names)}.values())
+    labels: dict[str, PolicyInfo] = {}
+    for info in infos:
+        other = labels.setdefault(info.label, info)
+        if other is not info:
+            raise InputError(
+                f"policies {other.name!r} and {info.name!r} are both called {info.label!r} in results: "
+                "give one of them another `name`"
+            )
+    return [info.name for info in infos]
+
+
+def policy_label(name: str) -> str:
+    """What results call the policy: its name, or for a file's class its `name` attribute, else the class name."""
+    return policy_info(name).label
+
+
+def policy_params(name: str) -> dict[str, Param]:
+    """The parameters the policy declares, by name."""
+    return {p.name: p for p in policy_info(name).params}
+
+
+def takes_config(name: str) -> bool:
+    """Does the policy take Shockwave's hyperparameters (`config`)?"""
+    return "config" in policy_params(name)
+
+
+def make_policy(name: str, /, **params: Any) -> Policy:
+    """A fresh policy `name` built with `params`, each of which it must declare."""
+    return policy_info(name).make(params)
+
+
+def make_policy_offering(name: str, /, **available: Any) -> Policy:
+    """A fresh policy built with those of `available` it declares (None: not given): what a driver calls, offering
+    everything it knows (the simulator its realloc interval, Gavel-style policies alone take it)."""
+    info = policy_info(name)
+    declared = {p.name for p in info.params}
+    return info.make({k: v for k, v in available.items() if k in declared and v is not None})
+
+
+def _params_of(cls: type[Policy]) -> tuple[Param, ...]:
+    """A plug-in's parameters: the keyword parameters of its `__init__`, typed by their annotations when those are
+    plain classes (or unions of them)."""
+    try:
+        signature = inspect.signature(cls, eval_str=True)
+    except Exception:  # an annotation that names what the module does not define at run time
+        try:
+            signature = inspect.signature(cls)
+        except (TypeError, ValueError):
+            return ()
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(
+        Param(
+            p.name,
+            _types_of(p.annotation),
+            None if p.default is p.empty else p.default,
+            f"{cls.__name__}.__init__ parameter",
+            required=p.default is p.empty,
+        )
+        for p in signature.parameters.values()
+        if p.kind in keyword
+    )
+
+
+def _types_of(annotation: Any) -> tuple[type, ...] | None:
+    if annotation is inspect.Parameter.empty or annotation is Any:
+        return None
+    if annotation is None:
+        return (type(None),)
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return (annotation,)
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        parts = [_types_of(arg) for arg in typing.get_args(annotation)]
+        return None if any(p is None for p in parts) else tuple(t for p in parts if p for t in p)
+    return None
+
+
+def _help_of(cls: type[Policy]) -> str:
+    return inspect.cleandoc(vars(cls).get("__doc__") or "").partition("\n")[0]
