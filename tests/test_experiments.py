@@ -10,7 +10,6 @@ import sys
 import time
 import tomllib
 import xml.etree.ElementTree as ET
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
@@ -23,12 +22,13 @@ from shockwave.experiments import sweep as sweep_module
 from shockwave.experiments.cell import without_timing
 from shockwave.experiments.sweep import run_sweep
 from shockwave.experiments.sweep_spec import Case, SweepSpec
+from shockwave.results import result_schema
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import write_trace
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = json.loads(resources.files("shockwave").joinpath("schemas/result.schema.json").read_text())
+SCHEMA = result_schema()
 
 
 @pytest.fixture(scope="module")

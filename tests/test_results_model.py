@@ -63,15 +63,18 @@ def test_a_simulated_result_validates_and_is_written_back_unchanged(saved: dict[
 
 
 def test_driver_specific_keys_keep_their_place(saved: dict[str, Any], tmp_path: Path) -> None:
-    """`shockwave run` puts its own keys among the header's and adds per-job details: all survive, in order."""
+    """`shockwave run` puts its own keys among the header's and adds per-job details: all survive, in order, also
+    in nested objects."""
     runtime: dict[str, Any] = {}
     for key, value in saved.items():
         runtime[key] = value
         if key == "round_seconds":
             runtime["realloc_seconds"] = value
+        if key == "throughputs":
+            runtime["time_scale"] = 4  # an integer where a number is expected stays one
         if key == "wall_seconds":
             runtime |= {"failed_jobs": {}, "restart_overhead_s": None, "future_key": {"any": [1, "thing"]}}
-    runtime["jobs"] = [{**job, "preemptions": 2, "startup_s": [1.5, 2.25]} for job in saved["jobs"]]
+    runtime["jobs"] = [{"status": "done", **job, "preemptions": 2, "startup_s": [1.5, 2.25]} for job in saved["jobs"]]
     runtime["mechanics"] = "runtime"
     assert json.dumps(Result.from_json_dict(runtime, tmp_path / "r.json").to_json_dict()) == json.dumps(runtime)
 

@@ -242,12 +242,12 @@ def simulate_cmd(
     allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
+    from shockwave.api import simulate
     from shockwave.cluster import ClusterSpec
     from shockwave.policies.registry import policy_label, takes_config
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
-    from shockwave.simulator.run import simulate
 
     if config is not None and not takes_config(policy):
         raise InputError(
@@ -260,10 +260,19 @@ def simulate_cmd(
     if out_dir is not None:
         ensure_writable(out_dir)
     with _native_output_to_stderr(), _simulation_progress() as on_round:
-        result, run = simulate(trace, policy, spec, mech, throughputs, hyper, on_round, batch_sizes)
-    with_command(result, this_command())
+        typed = simulate(
+            trace,
+            policy,
+            spec,
+            mechanics=mech,
+            throughputs=throughputs,
+            config=hyper,
+            batch_sizes=batch_sizes,
+            on_round=on_round,
+        )
+    result = with_command(typed.to_json_dict(), this_command())
     if out_dir is not None:
-        write_run(out_dir, result, run.rounds)
+        write_run(out_dir, result, typed.rounds)
     if as_json:
         print(json.dumps(result))
     else:

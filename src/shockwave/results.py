@@ -18,16 +18,28 @@ from pydantic import (
     Field,
     PlainSerializer,
     PrivateAttr,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidatorFunctionWrapHandler,
+    WrapValidator,
+    model_serializer,
     model_validator,
 )
 
 from shockwave.errors import InputError
 
-NonNegative = Annotated[float, Field(ge=0)]
+
+def _as_written(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Checked as a number, kept as written: an integer stays an integer (`"time_scale": 4`, not 4.0), so the file
+    written back is the file read."""
+    checked = handler(value)
+    return value if type(value) is int else checked
+
+
+NonNegative = Annotated[float, Field(ge=0), WrapValidator(_as_written)]
+Positive = Annotated[float, Field(gt=0), WrapValidator(_as_written)]
+Fraction = Annotated[float, Field(ge=0, le=1), WrapValidator(_as_written)]
 Count = Annotated[int, Field(ge=0)]
-Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
 def _as_tuple(value: Any) -> Any:
@@ -35,15 +47,34 @@ def _as_tuple(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-TimelinePoint = Annotated[tuple[float, int, int], BeforeValidator(_as_tuple), PlainSerializer(list)]
+TimelinePoint = Annotated[
+    tuple[Annotated[float, WrapValidator(_as_written)], int, int], BeforeValidator(_as_tuple), PlainSerializer(list)
+]
 """[time_s, running_jobs, busy_gpus] of one round, written as a list as before."""
 
 
 class _Stored(BaseModel):
     """Checked as JSON gives it: no string-to-number or boolean-to-count conversion, no NaN nor infinity (JSON has
-    neither), and unknown keys kept so nothing a newer writer added is lost on the way through."""
+    neither), and unknown keys kept so nothing a newer writer added is lost on the way through. Keys are written
+    back in the order they came: writers lay them out differently (`run` puts its own among the header's), and the
+    file written back must be the file read."""
 
     model_config = ConfigDict(strict=True, allow_inf_nan=False, extra="allow")
+    _order: tuple[str, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        stored = handler(data)
+        if isinstance(data, dict):
+            stored._order = tuple(data)
+        return stored
+
+    @model_serializer(mode="wrap")
+    def _in_order(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped = handler(self)
+        first = [key for key in self._order if key in dumped]
+        return {key: dumped[key] for key in [*first, *(key for key in dumped if key not in self._order)]}
 
 
 class JobRow(_Stored):
@@ -54,7 +85,7 @@ class JobRow(_Stored):
     arrival_s: NonNegative
     finish_s: NonNegative
     jct_s: NonNegative
-    t_isolated_s: Annotated[float, Field(gt=0)]
+    t_isolated_s: Positive
     ftf: NonNegative = Field(description="Finish-time fairness rho = JCT / (T_iso x max(1, N/G)).")
     batch_size_changes: Count
 
@@ -96,6 +127,7 @@ class Cell(_Stored):
     key: str
     label: str
     gpus: Annotated[int, Field(ge=1)]
+    cluster: str | None = Field(None, description="GPU pools by type, as --cluster writes them.")
     policy: str
     seed: int | None
     mechanics: str
@@ -105,16 +137,17 @@ class Cell(_Stored):
 
 
 class Result(_Stored):
-    """One run of one policy on one trace and cluster. Field order is the order on disk."""
+    """One run of one policy on one trace and cluster (fields in `simulate --json`'s order)."""
 
     policy: str
     trace: str
     gpus: Annotated[int, Field(ge=1)]
+    cluster: str | None = Field(None, description="GPU pools by type, as --cluster writes them (v100:32,k80:16).")
     mechanics: str = Field(description="Mechanics preset (reference, corrected, ...), or runtime for a real run.")
-    round_seconds: Annotated[float, Field(gt=0)]
+    round_seconds: Positive
     realloc_seconds: NonNegative | None = Field(None, description="Runtime only.")
     throughputs: str
-    time_scale: Annotated[float, Field(gt=0)] | None = Field(None, description="Runtime only.")
+    time_scale: Positive | None = Field(None, description="Runtime only.")
     makespan_s: NonNegative
     avg_jct_s: NonNegative
     worst_ftf: NonNegative
@@ -134,23 +167,18 @@ class Result(_Stored):
     cell: Cell | None = Field(None, description="compare and sweep only.")
     timeline: list[TimelinePoint] | None = Field(None, description="compare, sweep and run: one triple per round.")
 
-    _order: tuple[str, ...] = PrivateAttr(default=())
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _keep_key_order(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Result:
-        """Drivers lay their keys out differently (runtime keys sit among the header's): remembered so the file
-        written back is the file read."""
-        result = handler(data)
-        if isinstance(data, dict):
-            result._order = tuple(data)
-        return result
+    @property
+    def rounds(self) -> list[RoundRow]:
+        """One row per round, from the timeline (empty when the result has none)."""
+        return [
+            RoundRow(round=i, time_s=t, running_jobs=running, busy_gpus=busy)
+            for i, (t, running, busy) in enumerate(self.timeline or [])
+        ]
 
     def to_json_dict(self) -> dict[str, Any]:
-        """What goes to disk: the keys given, in their order, with their values (absent optional keys stay absent)."""
-        dumped = self.model_dump(exclude_unset=True)
-        first = [key for key in self._order if key in dumped]
-        return {key: dumped[key] for key in [*first, *(key for key in dumped if key not in self._order)]}
+        """What goes to disk: the keys given, in their order, with their values as given (an integer stays one, a
+        float is the same float); absent optional keys stay absent."""
+        return self.model_dump(exclude_unset=True)
 
     @classmethod
     def from_json_dict(
@@ -163,7 +191,7 @@ class Result(_Stored):
         except ValidationError as exc:
             error = exc.errors()[0]
             loc, message = tuple(error["loc"]), error["msg"]
-            if error["type"] == "missing":
+            if error["type"] == "missing" and isinstance(loc[-1], str):
                 loc, message = loc[:-1], f"{loc[-1]!r} is a required property"
             elif error["type"] == "model_type":
                 message = "expected a JSON object"
@@ -175,7 +203,8 @@ class Result(_Stored):
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
+    """('jobs', 3, 'ftf') -> '.jobs[3].ftf'; a key that is no name is quoted (it may hold a line break)."""
+    return "".join(f".{part}" if isinstance(part, str) and part.isidentifier() else f"[{part!r}]" for part in loc)
 
 
 def _refuse(at: str, message: str, path: str | Path) -> NoReturn:

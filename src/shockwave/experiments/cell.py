@@ -19,6 +19,7 @@ from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.provenance import library_versions
+from shockwave.results import Result
 
 KEY_FORMAT = 3
 """Bumped when what a cell's result holds changes, so older cells are computed again."""
@@ -146,7 +147,7 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
     result["throughputs"] = cell.throughputs_name or result["throughputs"]
     result["cell"] = cell.describe()
     result["timeline"] = [[r.time_s, r.running_jobs, r.busy_gpus] for r in run.rounds]
-    return result
+    return Result.model_validate(result).to_json_dict()
 
 
 def without_timing(result: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError, require_extra
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
+from shockwave.results import Result
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
@@ -286,7 +287,7 @@ def _result(
         )
     failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
     startups = [t for r in records.values() for t in r.startups]
-    return {
+    result = {
         "policy": policy,
         **({"policy_spec": request.policy} if request.policy != policy else {}),  # a file's class
         "trace": str(request.trace),
@@ -307,3 +308,4 @@ def _result(
         "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in scheduler.rounds],
         "provenance": provenance(),
     }
+    return Result.model_validate(result).to_json_dict()

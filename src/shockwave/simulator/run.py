@@ -10,6 +10,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.policies.registry import canonical_name, make_policy_offering, policy_label
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.provenance import provenance
+from shockwave.results import Result
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload_model.profile import load_workload
@@ -48,4 +49,5 @@ def simulate(
         "round_seconds": mechanics.round_seconds,
         "throughputs": tm.name,
     }
-    return {**header, **result.summary, "provenance": provenance(mechanics)}, result
+    checked = Result.model_validate({**header, **result.summary, "provenance": provenance(mechanics)})
+    return checked.to_json_dict(), result
