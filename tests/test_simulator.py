@@ -262,3 +262,17 @@ def test_a_policy_that_never_plans_its_jobs_ends_the_run_unfinished(tmp_path: Pa
     result = engine.run()
     assert result.summary["unfinished_jobs"] == [0] and not result.summary["complete"]
     assert len(result.rounds) == MAX_EMPTY_ROUNDS
+
+
+def test_cluster_is_gpus_of_the_default_type_or_pools_by_type(tmp_path: Path) -> None:
+    path = trace_file(tmp_path, job("ResNet-18", 64, 800, 0), job("ResNet-50", 64, 400, 10, sf=2))
+    run = ["simulate", "--trace", str(path), "--policy", "gavel", "--json"]
+    by_gpus, by_cluster = shockwave(*run, "--gpus", "4"), shockwave(*run, "--cluster", "v100:4")
+    assert by_gpus.returncode == by_cluster.returncode == 0, by_cluster.stderr
+    ours, theirs = json.loads(by_gpus.stdout), json.loads(by_cluster.stdout)
+    assert ours["cluster"] == theirs["cluster"] == "v100:4" and ours["makespan_s"] == theirs["makespan_s"]
+    both = shockwave(*run, "--gpus", "4", "--cluster", "v100:4")
+    neither = shockwave(*run)
+    small = shockwave("trace", "check", str(path), "--cluster", "v100:1")
+    assert both.returncode == neither.returncode == small.returncode == 2
+    assert "not both" in both.stderr and "one of them" in neither.stderr and "needs a gang of 2" in small.stderr
