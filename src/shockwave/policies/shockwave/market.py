@@ -1,22 +1,25 @@
 """The market of one planning window (spec §4.5), a MILP solved by HiGHS.
 
-Time is counted in rounds (T seconds) so the solver's tolerances see numbers near 1. For n jobs, H rounds, G GPUs:
+Time is counted in rounds (T seconds) so the solver's tolerances see numbers near 1. For n jobs, H rounds, G GPUs,
+the variables are c_j (rounds granted to job j, an integer in 0..cap_j), u_j (its log term), L_j (its leftover
+runtime after the window, in rounds) and M (the makespan term):
 
     maximise   W - k T M,   W = sum_j w_j u_j / (n H)      (priority-weighted Nash social welfare)
-    subject to E_j v_j y_j - c_j           <= p_j v_j          planned epochs fit the c_j granted rounds
-               u_j                         <= a_i y_j + b_i    for every segment i of the piecewise-linear log
-               L_j + c_j                   >= ceil(R_j / T)       leftover runtime after the window, in whole rounds
+    subject to u_j  <= g_j(m) + (g_j(m+1) - g_j(m)) (c_j - m)   for every m < cap_j where g_j bends
+               L_j + c_j                   >= ceil(R_j / T)       leftover runtime, in whole rounds
                M                           >= L_j              the makespan term
                sum_j sf_j c_j              <= G H              capacity
                L_j <= s (deadline_j - now - H T) / T           finish-time fairness
-               c_j in {0..cap_j}, y_j in [p_j/E_j, 1], L_j >= 0
+               LOG_OF_ZERO <= u_j <= 0,  L_j >= 0
 
-with y_j the normalised progress at the window's end, v_j = d-bar_j / T (rounds per epoch), s = min(1, G/n) and
-cap_j the rounds job j needs to finish. Maximising a concave function, the log is the minimum of its segments: one
-cut per segment replaces the reference's SOS2 binaries. Leftover runtime counts whole rounds (a round-based
-scheduler finishes a job with 0.3 rounds of work left in one more round): with fractional leftovers the LP
-relaxation levels the longest jobs' leftovers to equal fractions no integer plan can match, and closing that gap
-took HiGHS 20-50x longer on the 460-job trace.
+with g_j(c) = log~(min(1, (p_j + c T / d-bar_j) / E_j)) the piecewise-linear log (through the reference's
+breakpoints) of job j's normalised progress after c granted rounds (p_j epochs done of E_j, d-bar_j forecast
+seconds per epoch), s = min(1, G/n) and cap_j the rounds job j needs to finish (at most H). g_j is concave in c, so
+its chords between consecutive integers bound u_j from above exactly at every integer c_j: one row per chord where
+the slope changes replaces the reference's progress variable and SOS2 binaries. Leftover runtime counts whole
+rounds (a round-based scheduler finishes a job with 0.3 rounds of work left in one more round): with fractional
+leftovers the LP relaxation levels the longest jobs' leftovers to equal fractions no integer plan can match, and
+closing that gap took HiGHS 20-50x longer on the 460-job trace.
 
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
