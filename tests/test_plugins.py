@@ -13,6 +13,7 @@ import pytest
 from conftest import shockwave
 from runtime_trace import write_runtime_trace
 from shockwave.cluster import ClusterSpec
+from shockwave.core.clock import VirtualClock
 from shockwave.core.policy import Policy
 from shockwave.errors import InputError
 from shockwave.experiments.cell import Cell
@@ -121,8 +122,8 @@ def test_a_cell_digest_follows_the_file_bytes_not_its_place(tmp_path: Path) -> N
 class Dying(FakeBackend):
     """The scheduler "dies" (Ctrl-C out of the backend) at its `starts`-th job start."""
 
-    def __init__(self, gpus: int, starts: int) -> None:
-        super().__init__(gpus, steps_per_s=400.0)
+    def __init__(self, gpus: int, starts: int, clock: VirtualClock) -> None:
+        super().__init__(gpus, steps_per_s=400.0, clock=clock)
         self.left = starts
 
     def start(self, launch: Launch) -> bool:
@@ -142,13 +143,14 @@ def test_run_and_resume_rebuild_the_same_plug_in(folder: Path, monkeypatch: pyte
         round_seconds=0.1,
         time_scale=4,
     )
+    clock = VirtualClock()  # one time line across the kill and the resume, as the wall clock is
     with pytest.raises(KeyboardInterrupt):
-        run(request, lambda req: Dying(req.gpus, 4))
+        run(request, lambda req: Dying(req.gpus, 4, clock))
     spec = f"{folder / 'my_policy.py'}:ShortestFirst"
     assert Journal(folder / "run" / "journal.sqlite").settings()["policy"] == spec  # absolute: resumable anywhere
     monkeypatch.chdir(folder.parent)
     resumed = RunRequest(trace=Path(), policy="", gpus=1, out=folder / "run", resume=True)
-    result = run(resumed, lambda req: FakeBackend(req.gpus, steps_per_s=400.0))
+    result = run(resumed, lambda req: FakeBackend(req.gpus, steps_per_s=400.0, clock=clock))
     assert result["policy"] == "shortest_first" and result["policy_spec"] == spec
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
     arguments = replay_arguments(folder / "run", result)

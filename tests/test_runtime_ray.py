@@ -281,6 +281,8 @@ def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulat
     replayed = shockwave("simulate", *replay_arguments(out, result), "--json")
     assert replayed.returncode == 0, replayed.stderr
     simulated = json.loads(replayed.stdout)
-    # A round-based simulator switches at round boundaries: a switch just before a job's end may never happen there.
+    # A round-based simulator switches at round boundaries: a switch just before a job's end may never happen there
+    # (job 0 trains 3 short epochs: 2 steps short of its first epoch at the end of a replayed round, it never did).
     changes = [j["batch_size_changes"] for j in simulated["jobs"]]
-    assert changes[0] > 0 and changes[1] <= len(result["jobs"][1]["batch_size_switches"]) and changes[2] == 0
+    real = [len(result["jobs"][i]["batch_size_switches"]) for i in (0, 1)]
+    assert changes[0] <= real[0] and changes[1] <= real[1] and changes[0] + changes[1] > 0 and changes[2] == 0

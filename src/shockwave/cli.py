@@ -667,7 +667,7 @@ def demo(
     path = output_dir / params.file_name()
     write_trace(generate(params, load_throughputs(None)), path)
     out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)", markup=False, highlight=False)
-    trace_check(path, None, 32, False)
+    trace_check(path, throughputs=None, gpus=32, cluster=None, as_json=False)
     compare_cmd(trace=path, gpus=32, cluster=None, output=output_dir, policies=DEMO_POLICIES, mechanics="corrected")
 
 
