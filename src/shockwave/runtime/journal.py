@@ -1,4 +1,4 @@
-"""The runtime's memory across crashes: run settings and every job's state in SQLite, one transaction per round.
+"""The runtime's record across crashes: run settings and every job's state in SQLite, one transaction per round.
 
 A scheduler killed at any point (kill -9 included) finds, on `--resume`, the state of the last completed round:
 which jobs finished (and when), how far each other job got by its last checkpoint, where that checkpoint is, its
@@ -76,8 +76,7 @@ class Journal:
 
     def snapshot(self) -> str | bytes | None:
         """The scheduler's snapshot as stored (in the `memory` table): JSON text, or bytes from a journal of before
-        snapshot format 1 (never
-        decoded here: `Memory.loads` refuses them)."""
+        snapshot format 1 (never decoded here: `Snapshot.loads` refuses them)."""
         row = self.db.execute("SELECT data FROM memory WHERE id = 0").fetchone()
         return None if row is None else row[0]
 
