@@ -265,6 +265,8 @@ def test_a_replay_takes_the_rounds_as_long_as_they_really_were(trace: Path, tmp_
     args = replay_arguments(tmp_path, result)
     assert float(args[args.index("--round-seconds") + 1]) == pytest.approx(period, abs=1e-3)
     assert float(args[args.index("--realloc-seconds") + 1]) == pytest.approx(2 * period, abs=2e-3)
+    every_round = replay_arguments(tmp_path, {**result, "realloc_seconds": result["round_seconds"]})
+    assert every_round[every_round.index("--realloc-seconds") + 1] == "0.000"  # at each decision, as the run did
     replayed = shockwave("simulate", *args, "--json")
     assert replayed.returncode == 0, replayed.stderr
     assert len(json.loads(replayed.stdout)["jobs"]) == 8

@@ -96,7 +96,11 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     configured = result["round_seconds"]
     decisions = [row[0] for row in result.get("timeline", [])]
     round_s = (decisions[-1] - decisions[0]) / (len(decisions) - 1) if len(decisions) > 1 else configured
-    realloc = (result.get("realloc_seconds") or configured) * round_s / configured
+    interval = result.get("realloc_seconds") or configured
+    # A run whose interval is at most a round recomputed at every decision that needed it (its rounds are never
+    # shorter than configured); the replay must too, and the mean round itself is a threshold that sums of rounds
+    # miss by a rounding error half the time. A longer interval spans the same number of replayed rounds.
+    realloc = 0.0 if interval <= configured else interval * round_s / configured
     gangs = [job.scale_factor for job in read_trace(out / "trace.scaled.trace")]
     startups: dict[int, list[float]] = {}
     for job in result["jobs"]:
