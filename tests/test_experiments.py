@@ -312,11 +312,22 @@ def test_sweep_spec_accepts_single_values_and_cases(tmp_path: Path, small_trace:
     spec_file = tmp_path / "s.toml"
     spec_file.write_text(
         f'policies = "gavel"\ngpus = 8\ntraces = "{small_trace}"\ngenerate = {{ jobs = 20, lam = 30 }}\n'
-        f'[[case]]\ntrace = "{small_trace}"\ngpus = [16, 32]\n'
+        f'clusters = "v100:12:4"\n[[case]]\ntrace = "{small_trace}"\ngpus = [16, 32]\n'
+        f'[[case]]\ntrace = "{small_trace}"\ncluster = ["v100:2", "v100:4"]\n'
     )
     spec = spec_from(load_toml(spec_file), tmp_path, spec_file)
     assert spec.policies == ["max_min_fairness"] and spec.seeds == [0]
-    assert [(c.gpus, c.trace is not None) for c in spec.cases] == [(8, True), (8, False), (16, True), (32, True)]
+    assert [(c.gpus, c.cluster, c.trace is not None) for c in spec.cases] == [
+        (8, None, True),
+        (12, "v100:12:4", True),
+        (8, None, False),
+        (12, "v100:12:4", False),
+        (16, None, True),
+        (32, None, True),
+        (2, "v100:2", True),
+        (4, "v100:4", True),
+    ]
+    assert spec.cases[1].spec().pools[0].gpus_per_server == 4
     assert parse_generator("jobs=20,lam=30,mode_mix=0/0.5/0.5") == {"jobs": 20, "lam": 30, "mode_mix": [0, 0.5, 0.5]}
 
 
@@ -324,11 +335,13 @@ def test_sweep_spec_accepts_single_values_and_cases(tmp_path: Path, small_trace:
     ("text", "words"),
     [
         ("[[case]]\ngpus = 8\n", "exactly one of 'trace' and 'generate'"),
-        ("[[case]]\ngenerate = { jobs = 10 }\n", "needs 'gpus'"),
+        ("[[case]]\ngenerate = { jobs = 10 }\n", "needs exactly one of 'gpus' and 'cluster'"),
+        ("clusters = ['v100']\n", "is not TYPE:GPUS"),
+        ("clusters = [8]\n", "'clusters' must be cluster strings"),
         ("gpus = [8]\ngenerate = { jobs = 0 }\n", "--jobs must be >= 1"),
         ("gpus = [8]\ngenerate = { job = 10 }\n", "unknown generator key(s) ['job']"),
         ("seeds = [-1]\n", "'seeds' must be integers >= 0"),
-        ("generate = { jobs = 10 }\n", "no cluster size"),
+        ("generate = { jobs = 10 }\n", "no cluster: set gpus (--gpus) or clusters (--cluster)"),
     ],
 )
 def test_sweep_spec_errors_name_the_file(tmp_path: Path, text: str, words: str) -> None:

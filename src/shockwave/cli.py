@@ -423,6 +423,10 @@ def sweep_cmd(
         ),
     ] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
+    clusters: Annotated[
+        list[str] | None,
+        typer.Option("--cluster", help="A cluster by GPU type (TYPE:GPUS[:PER_SERVER],...); repeat for more."),
+    ] = None,
     policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated names, or 'all'.")] = None,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Generator seeds, comma-separated.")] = None,
     throughputs: ThroughputsOpt = None,
@@ -445,6 +449,8 @@ def sweep_cmd(
         raw["seeds"] = _ints(seeds, "--seeds", minimum=0)
     if gpus is not None:
         raw["gpus"] = _ints(gpus, "--gpus")
+    if clusters:
+        raw["clusters"] = clusters
     if mechanics is not None:
         raw["mechanics"] = mechanics
     for key, path in (("throughputs", throughputs), ("config", config)):

@@ -44,7 +44,6 @@ class SweepRun:
 
 def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     """Every cell of the sweep; generated traces are written to out/traces (kept for the user)."""
-    from shockwave.cluster import ClusterSpec
     from shockwave.policies.plugins import source_of
     from shockwave.policies.registry import takes_config
     from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -65,7 +64,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     throughputs_text = read_text(spec.throughputs, "throughput file") if spec.throughputs else None
     cells = []
     for case in spec.cases:
-        ClusterSpec.of(case.gpus, spec.gpus_per_server)
+        cluster = case.spec(spec.gpus_per_server)
         config_path = case.config or spec.config
         config_text = None
         if config_path is not None:
@@ -85,7 +84,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                 workloads.append((path.stem, path.read_text(), seed, str(path), {"generator": asdict(params)}))
         for label, text, seed, path, extra in workloads:
             jobs = read_trace(path, model) if path else []
-            require_gangs_fit(jobs, case.gpus, path)
+            require_gangs_fit(jobs, cluster.largest_pool, path)
             for policy in spec.policies:
                 shockwave = takes_config(policy)
                 cells.append(
@@ -93,6 +92,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                         label=label,
                         trace_text=text,
                         gpus=case.gpus,
+                        cluster=case.cluster,
                         policy=policy,
                         mechanics=spec.mechanics,
                         round_seconds=spec.round_seconds,
@@ -214,14 +214,15 @@ def headline(result: dict[str, Any]) -> str:
 
 
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (cluster size, policy): mean, min and max of each headline metric over seeds and workloads."""
-    groups: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    """Per (cluster, policy): mean, min and max of each headline metric over seeds and workloads."""
+    groups: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
     for r in results:
-        groups.setdefault((r["gpus"], r["policy"]), []).append(r)
+        groups.setdefault((r["gpus"], r.get("cluster") or f"{r['gpus']} GPUs", r["policy"]), []).append(r)
     rows = []
-    for (gpus, policy), members in sorted(groups.items()):
+    for (gpus, cluster, policy), members in sorted(groups.items()):
         row: dict[str, Any] = {
             "gpus": gpus,
+            "cluster": cluster,
             "policy": policy,
             "cells": len(members),
             "workloads": " ".join(sorted({m["cell"]["label"] for m in members})),
@@ -300,12 +301,12 @@ def print_summary(console: Console, rows: list[dict[str, Any]], finished: int, t
         title=f"sweep: {finished} of {total} cells finished (mean, and min-max over seeds and workloads)",
         title_justify="left",
     )
-    for column in ("GPUs", "policy", "cells", "makespan s", "avg JCT s", "worst rho", "unfair %"):
+    for column in ("cluster", "policy", "cells", "makespan s", "avg JCT s", "worst rho", "unfair %"):
         table.add_column(column, justify="left" if column == "policy" else "right")
     for row in rows:
         incomplete = row.get("incomplete_cells", 0)
         table.add_row(
-            str(row["gpus"]),
+            str(row.get("cluster", row["gpus"])),
             row["policy"],
             str(row["cells"]) + (f" [red]({incomplete} with unfinished jobs)[/red]" if incomplete else ""),
             _spread(row, "makespan_s", "{:.0f}"),

@@ -3,6 +3,7 @@
     policies = ["shockwave", "max_min_fairness"]   # or "all"
     seeds = [0, 1, 2]                              # generator seeds (traces from files have none)
     gpus = [32, 64]                                # crossed with `traces` and `generate` below
+    clusters = ["v100:16:4"]                       # more clusters, by GPU type (`--cluster`); crossed too
     traces = ["a.trace"]
     generate = [{ jobs = 120, lam = 40 }]          # generator parameters (see `trace generate`), one trace per seed
     throughputs = "tacc_throughputs.json"          # optional; default: the built-in model
@@ -32,6 +33,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
+from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.textfile import read_text
 from shockwave.workload_model.generator import GeneratorParams
@@ -40,6 +42,7 @@ TOP_KEYS = {
     "policies",
     "seeds",
     "gpus",
+    "clusters",
     "traces",
     "generate",
     "throughputs",
@@ -49,7 +52,7 @@ TOP_KEYS = {
     "gpus_per_server",
     "case",
 }
-CASE_KEYS = {"trace", "generate", "gpus", "config"}
+CASE_KEYS = {"trace", "generate", "gpus", "cluster", "config"}
 GENERATOR_KEYS = {f.name for f in fields(GeneratorParams)} - {"seed"}
 GENERATOR_TYPES = {f.name: str(f.type) for f in fields(GeneratorParams)}
 """Each generator key's annotation ("int", "float" or a tuple of floats), so a value of the wrong type is reported
@@ -58,12 +61,19 @@ before the generator meets it as a traceback."""
 
 @dataclass(frozen=True)
 class Case:
-    """One workload (a trace file, or generator parameters) on one cluster size."""
+    """One workload (a trace file, or generator parameters) on one cluster: `gpus` GPUs of the default type, or
+    the pools of `cluster` (`gpus` is then their total)."""
 
     gpus: int
     trace: Path | None = None
     generate: dict[str, Any] | None = None
     config: Path | None = None
+    cluster: str | None = None
+
+    def spec(self, gpus_per_server: int = 1) -> ClusterSpec:
+        if self.cluster is not None:
+            return ClusterSpec.parse(self.cluster, gpus_per_server)
+        return ClusterSpec.of(self.gpus, gpus_per_server)
 
 
 @dataclass
@@ -82,6 +92,7 @@ class SweepSpec:
             "cases": [
                 {
                     "gpus": c.gpus,
+                    "cluster": c.cluster,
                     "trace": str(c.trace) if c.trace else None,
                     "generate": c.generate,
                     "config": str(c.config or self.config) if (c.config or self.config) else None,
@@ -120,11 +131,14 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
         round_seconds=_number(raw.get("round_seconds", 120.0), "round_seconds", source),
         gpus_per_server=_ints(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1)[0],
     )
-    gpus = _ints(raw.get("gpus", []), "gpus", source, minimum=1)
+    sizes = [
+        *_ints(raw.get("gpus", []), "gpus", source, minimum=1),
+        *_clusters(raw.get("clusters", []), "clusters", source),
+    ]
     spec.cases += product(
         _paths(raw.get("traces", []), base, "traces", source),
         _generators(raw.get("generate", []), "generate", source),
-        gpus,
+        sizes,
         source,
     )
     for index, entry in enumerate(_tables(raw.get("case", []), "case", source)):
@@ -134,22 +148,45 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
             raise InputError(f"unknown key(s) {sorted(unknown)} in {where}; known: {sorted(CASE_KEYS)}", path=source)
         if ("trace" in entry) == ("generate" in entry):
             raise InputError(f"{where} needs exactly one of 'trace' and 'generate'", path=source)
-        if "gpus" not in entry:
-            raise InputError(f"{where} needs 'gpus'", path=source)
+        if ("gpus" in entry) == ("cluster" in entry):
+            raise InputError(f"{where} needs exactly one of 'gpus' and 'cluster'", path=source)
         config = _path(entry.get("config"), base, f"{where}.config", source)
         traces = [_path(entry["trace"], base, f"{where}.trace", source)] if "trace" in entry else []
         generators = _generators([entry["generate"]], f"{where}.generate", source) if "generate" in entry else []
-        for case in product(traces, generators, _ints(entry["gpus"], f"{where}.gpus", source, minimum=1)):
-            spec.cases.append(Case(case.gpus, case.trace, case.generate, config))
+        sizes = (
+            _ints(entry["gpus"], f"{where}.gpus", source, minimum=1)
+            if "gpus" in entry
+            else _clusters(entry["cluster"], f"{where}.cluster", source)
+        )
+        for case in product(traces, generators, sizes, source):
+            spec.cases.append(Case(case.gpus, case.trace, case.generate, config, case.cluster))
     return spec
 
 
 def product(
-    traces: list[Path], generators: list[dict[str, Any]], gpus: list[int], source: Path | None = None
+    traces: list[Path], generators: list[dict[str, Any]], sizes: list[int | str], source: Path | None = None
 ) -> list[Case]:
-    if (traces or generators) and not gpus:
-        raise InputError("workloads given but no cluster size: set gpus (--gpus)", path=source)
-    return [Case(g, trace=t) for t in traces for g in gpus] + [Case(g, generate=p) for p in generators for g in gpus]
+    """Every workload on every cluster: a GPU count of the default type, or a `--cluster` string."""
+    if (traces or generators) and not sizes:
+        raise InputError("workloads given but no cluster: set gpus (--gpus) or clusters (--cluster)", path=source)
+    on = [_case_size(size) for size in sizes]
+    return [Case(g, trace=t, cluster=c) for t in traces for g, c in on] + [
+        Case(g, generate=p, cluster=c) for p in generators for g, c in on
+    ]
+
+
+def _case_size(size: int | str) -> tuple[int, str | None]:
+    return (size, None) if isinstance(size, int) else (ClusterSpec.parse(size).gpus, size)
+
+
+def _clusters(value: Any, key: str, source: Path | None) -> list[str]:
+    """`--cluster` strings (one, or a list), each checked now so a typo is reported before anything runs."""
+    values = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in values):
+        raise InputError(f"'{key}' must be cluster strings like \"v100:32,k80:16\", got {value!r}", path=source)
+    for text in values:
+        ClusterSpec.parse(text)
+    return values
 
 
 def parse_generator(text: str, where: str = "--generate") -> dict[str, Any]:
