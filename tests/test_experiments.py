@@ -139,7 +139,7 @@ def test_sweep_aggregates_and_rerun_skips_finished_cells(tmp_path: Path, small_t
     results = json.loads((tmp_path / "results.json").read_text())
     check_results(results)
     summary = (tmp_path / "summary.csv").read_text().splitlines()
-    assert len(summary) == 5 and summary[0].startswith("gpus,policy,cells")
+    assert len(summary) == 5 and summary[0].startswith("gpus,cluster,policy,cells")
     check_figure(tmp_path / "figures" / "scale.png")
     stamps = {p: p.stat().st_mtime_ns for p in (tmp_path / "cells").glob("*.json")}
     second = shockwave(*sweep_args(tmp_path, small_trace))
