@@ -348,3 +348,17 @@ def test_launch_and_status_types() -> None:
         first_step_at=10.0,
     )
     assert status.lease_rate() == pytest.approx(10.0)
+
+
+def test_a_run_whose_policy_never_plans_its_jobs_ends_with_them_unfinished(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shockwave.core.loop.MAX_EMPTY_ROUNDS", 5)
+    never = tmp_path / "never.py"
+    never.write_text(
+        "from shockwave.core.plan import RoundPlan\nfrom shockwave.core.policy import Policy\n\n\n"
+        "class NeverPlans(Policy):\n    def plan(self, view):\n        return RoundPlan()\n\n"
+        "    def state_dict(self):\n        return {}\n\n    def load_state_dict(self, state):\n        pass\n"
+    )
+    result = run(request(trace, tmp_path / "out", policy=f"{never}:NeverPlans"), lambda req: FakeBackend(4))
+    assert not result["complete"] and result["unfinished_jobs"] and result["jobs"] == []

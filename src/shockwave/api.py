@@ -46,7 +46,7 @@ def simulate(
     if round_seconds is not None:
         mech = mech.with_round_seconds(round_seconds)
     hyper = ShockwaveConfig.from_json(Path(config)) if isinstance(config, str | Path) else config
-    summary, run = simulate_files(
+    summary, _ = simulate_files(
         Path(trace),
         policy,
         spec,
@@ -56,8 +56,7 @@ def simulate(
         on_round,
         None if batch_sizes is None else Path(batch_sizes),
     )
-    timeline = [[r.time_s, r.running_jobs, r.busy_gpus] for r in run.rounds]
-    return Result.from_json_dict({**summary, "timeline": timeline}, Path(trace))
+    return Result.model_validate(summary)
 
 
 def _cluster(cluster: str | int) -> ClusterSpec:

@@ -244,15 +244,14 @@ def simulate_cmd(
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
     from shockwave.api import simulate
     from shockwave.cluster import ClusterSpec
-    from shockwave.policies.registry import policy_label, takes_config
+    from shockwave.policies.registry import policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
 
-    if config is not None and not takes_config(policy):
-        raise InputError(
-            f"--config sets Shockwave's hyperparameters; policy {policy_label(policy)!r} has none", path=config
-        )
+    chosen = policy_info(policy)
+    if config is not None and not chosen.takes_config:
+        raise InputError(f"--config sets Shockwave's hyperparameters; policy {chosen.label!r} has none", path=config)
     by_gang = _gang_costs(restart_by_gang) if restart_by_gang else None
     mech = preset(mechanics).with_round_seconds(round_seconds).with_overrides(restart_seconds, realloc_seconds, by_gang)
     spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)

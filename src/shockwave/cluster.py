@@ -66,7 +66,13 @@ class ClusterSpec:
                 "give the cluster as --gpus N (N GPUs of the default type) or as --cluster TYPE:N[,TYPE:N...], "
                 + ("not both" if gpus is not None else "one of them")
             )
-        return cls.parse(cluster, gpus_per_server) if cluster is not None else cls.of(gpus or 0, gpus_per_server)
+        return cls.described(cluster, gpus or 0, gpus_per_server)
+
+    @classmethod
+    def described(cls, cluster: str | None, gpus: int, gpus_per_server: int = 1) -> ClusterSpec:
+        """The pools `cluster` writes out, or (None) `gpus` GPUs of the default type: what a sweep case or a cell
+        keeps."""
+        return cls.parse(cluster, gpus_per_server) if cluster is not None else cls.of(gpus, gpus_per_server)
 
     @property
     def largest_pool(self) -> int:

@@ -1,7 +1,7 @@
-"""Time for the scheduling loop: the simulator's modelled clock, the wall clock for real jobs, a virtual clock for
-tests on the runtime's fake backend.
+"""Time for the scheduling loop: the wall clock for real jobs, a virtual clock for the simulator and for tests on the
+runtime's fake backend.
 
-The simulator's clock moves only when the simulator moves it; policies read time through their view and cannot
+The simulator's virtual clock moves only when the simulator moves it; policies read time through their view and cannot
 move it. On the runtime, a backend owns its clock, because lease deadlines and the times jobs report are read on it
 (a real job compares its deadline with time.time()); the scheduler reads the same clock. On a virtual clock `sleep`
 moves time forward at once, so a fake-backend run takes as long as its computation, and its outcome does not depend
@@ -31,7 +31,8 @@ class WallClock:
 
 
 class VirtualClock:
-    """Time that moves only when someone sleeps: share one between runs that follow each other (a resume)."""
+    """Time that moves only when its owner moves it: a sleep moves it at once, and the simulator sets it at each
+    round boundary. Share one between runtime runs that follow each other (a resume)."""
 
     def __init__(self, start: float = 0.0) -> None:
         self.time = start
@@ -42,18 +43,8 @@ class VirtualClock:
     def sleep(self, seconds: float) -> None:
         self.time += max(0.0, seconds)
 
-
-class SimulatedClock:
-    """Modelled time: the simulator sets it at each round boundary; there is no sleeping in a simulation."""
-
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = start
-
-    def now(self) -> float:
-        return self._now
-
     def move_to(self, time_s: float) -> None:
-        self._now = time_s
+        self.time = time_s
 
 
 class Elapsed:

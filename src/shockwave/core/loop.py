@@ -8,7 +8,8 @@ its clock; what a round does to the jobs and the policy goes through this module
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,6 +20,11 @@ from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.errors import InputError
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
 
+log = logging.getLogger(__name__)
+MAX_EMPTY_ROUNDS = 10_000
+"""Gavel-style policies may plan nothing for a few rounds while their allocation is throttled, never this long: a
+policy that never plans its jobs would otherwise keep a run going forever."""
+
 
 @dataclass(frozen=True)
 class RoundRecord:
@@ -26,6 +32,11 @@ class RoundRecord:
     time_s: float
     running_jobs: int
     busy_gpus: int
+
+
+def timeline(rounds: Iterable[RoundRecord]) -> list[list[float | int]]:
+    """A result's `timeline`: [time_s, running_jobs, busy_gpus] per round."""
+    return [[r.time_s, r.running_jobs, r.busy_gpus] for r in rounds]
 
 
 class Driver(Protocol):
@@ -75,6 +86,7 @@ class SchedulingLoop:
         self.rounds: list[RoundRecord] = [] if rounds is None else rounds
 
     def run(self, driver: Driver) -> None:
+        empty = 0  # rounds in a row in which nothing ran while jobs waited
         while not driver.all_settled():
             driver.advance(self)
             driver.admit(self)
@@ -86,6 +98,15 @@ class SchedulingLoop:
             self.rounds.append(RoundRecord(self.view.round_index, decided, len(launched.job_ids), busy))
             self.view.round_index += 1
             driver.round_launched(self)
+            empty = empty + 1 if self.view.jobs and not launched.assignments else 0
+            if empty >= MAX_EMPTY_ROUNDS:
+                log.warning(
+                    "nothing ran for %d rounds while %d jobs waited (policy %s); stopping with them unfinished",
+                    empty,
+                    len(self.view.jobs),
+                    self.policy.name,
+                )
+                break
 
     def next_plan(self) -> RoundPlan:
         plan = self.policy.plan(self.view)

@@ -46,7 +46,7 @@ def _place_pool(
         group = [a for a in ordered if a.gpus == size]
         for assignment in group:
             old = _held(assignment, previous)
-            if old is not None and len(old) == size and taken.isdisjoint(old) and set(old) <= set(gpu_ids):
+            if old is not None and len(old) == size and taken.isdisjoint(old) and all(g in gpu_ids for g in old):
                 placed[assignment] = old
                 taken.update(old)
         for assignment in group:

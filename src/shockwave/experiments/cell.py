@@ -97,9 +97,7 @@ class Cell:
         return replace(self, policy="*", config_text=None, policy_text=None).digest
 
     def spec(self) -> ClusterSpec:
-        if self.cluster is not None:
-            return ClusterSpec.parse(self.cluster, self.gpus_per_server)
-        return ClusterSpec.of(self.gpus, self.gpus_per_server)
+        return ClusterSpec.described(self.cluster, self.gpus, self.gpus_per_server)
 
     def describe(self) -> dict[str, Any]:
         """What a reader of the results needs to know about the cell (no file contents)."""
@@ -119,8 +117,8 @@ class Cell:
 
 
 def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[str, Any]:
-    """Simulate the cell in a scratch folder; the result is the `simulate --json` object plus the cell's description
-    and the per-round timeline."""
+    """Simulate the cell in a scratch folder; the result is the `simulate --json` object plus the cell's
+    description."""
     from shockwave.policies.plugins import copy_into
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
@@ -142,11 +140,10 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
         policy = cell.policy
         if cell.policy_text is not None:  # the file as the cell carries it, the one its digest names
             policy = copy_into(cell.policy, cell.policy_text, folder / "policy")
-        result, run = simulate(trace, policy, cluster, mechanics, throughputs, config, on_round)
+        result, _ = simulate(trace, policy, cluster, mechanics, throughputs, config, on_round)
     result["trace"] = cell.trace_path or cell.label
     result["throughputs"] = cell.throughputs_name or result["throughputs"]
     result["cell"] = cell.describe()
-    result["timeline"] = [[r.time_s, r.running_jobs, r.busy_gpus] for r in run.rounds]
     return Result.model_validate(result).to_json_dict()
 
 

@@ -79,11 +79,11 @@ def build_cells(request: CompareRequest) -> list[Cell]:
             trace_path=str(request.trace),
             throughputs_name=str(request.throughputs) if request.throughputs else None,
             throughputs_text=throughputs_text,
-            config_name=str(request.config) if request.config and takes_config(policy) else None,
-            config_text=config_text if takes_config(policy) else None,
+            config_name=str(request.config) if request.config and configured else None,
+            config_text=config_text if configured else None,
             policy_text=source_of(policy),
         )
-        for policy in policies
+        for policy, configured in ((p, takes_config(p)) for p in policies)
     ]
 
 

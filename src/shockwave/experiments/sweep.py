@@ -62,6 +62,8 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     preset(spec.mechanics).with_round_seconds(spec.round_seconds)
     model = load_throughputs(spec.throughputs)
     throughputs_text = read_text(spec.throughputs, "throughput file") if spec.throughputs else None
+    configured = {policy: takes_config(policy) for policy in spec.policies}
+    texts = {policy: source_of(policy) for policy in spec.policies}
     cells = []
     for case in spec.cases:
         cluster = case.spec(spec.gpus_per_server)
@@ -86,7 +88,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
             jobs = read_trace(path, model) if path else []
             require_gangs_fit(jobs, cluster.largest_pool, path)
             for policy in spec.policies:
-                shockwave = takes_config(policy)
+                shockwave = configured[policy]
                 cells.append(
                     Cell(
                         label=label,
@@ -104,7 +106,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                         config_name=str(config_path) if shockwave and config_path else None,
                         config_text=config_text if shockwave else None,
                         extra=extra,
-                        policy_text=source_of(policy),
+                        policy_text=texts[policy],
                     )
                 )
     return cells

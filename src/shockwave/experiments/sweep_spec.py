@@ -71,9 +71,7 @@ class Case:
     cluster: str | None = None
 
     def spec(self, gpus_per_server: int = 1) -> ClusterSpec:
-        if self.cluster is not None:
-            return ClusterSpec.parse(self.cluster, gpus_per_server)
-        return ClusterSpec.of(self.gpus, gpus_per_server)
+        return ClusterSpec.described(self.cluster, self.gpus, gpus_per_server)
 
 
 @dataclass

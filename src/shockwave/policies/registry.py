@@ -89,6 +89,17 @@ class PolicyInfo:
     def builtin(self) -> bool:
         return POLICIES.get(self.name) is self
 
+    @property
+    def takes_config(self) -> bool:
+        """Does it take Shockwave's hyperparameters (`config`)?"""
+        return any(p.name == CONFIG.name for p in self.params)
+
+    def offered(self, **available: Any) -> Policy:
+        """A fresh policy built with those of `available` it declares (None: not given): what a driver calls,
+        offering everything it knows (the simulator its realloc interval, which Gavel-style policies alone take)."""
+        declared = {p.name for p in self.params}
+        return self.make({k: v for k, v in available.items() if k in declared and v is not None})
+
     def make(self, params: Mapping[str, Any]) -> Policy:
         """A fresh policy with `params` (checked against the declaration)."""
         declared = {p.name: p for p in self.params}
@@ -100,13 +111,13 @@ class PolicyInfo:
         for param in self.params:
             if param.required and param.name not in values:
                 raise InputError(f"{self.origin}: parameter {param.name!r} has no default and was not given")
-        if self.builtin:
-            return self.build(**values)
         try:
             return self.build(**values)
         except InputError:
             raise
         except Exception as exc:
+            if self.builtin:
+                raise
             line = plugins.line_in(exc, self.path) if self.path else None
             raise InputError(
                 f"{self.origin}: building it failed: {plugins.describe(exc)}", path=self.path, line=line
@@ -228,7 +239,7 @@ def policy_params(name: str) -> dict[str, Param]:
 
 def takes_config(name: str) -> bool:
     """Does the policy take Shockwave's hyperparameters (`config`)?"""
-    return "config" in policy_params(name)
+    return policy_info(name).takes_config
 
 
 def make_policy(name: str, /, **params: Any) -> Policy:
@@ -237,11 +248,8 @@ def make_policy(name: str, /, **params: Any) -> Policy:
 
 
 def make_policy_offering(name: str, /, **available: Any) -> Policy:
-    """A fresh policy built with those of `available` it declares (None: not given): what a driver calls, offering
-    everything it knows (the simulator its realloc interval, Gavel-style policies alone take it)."""
-    info = policy_info(name)
-    declared = {p.name for p in info.params}
-    return info.make({k: v for k, v in available.items() if k in declared and v is not None})
+    """`PolicyInfo.offered` by name."""
+    return policy_info(name).offered(**available)
 
 
 def _params_of(cls: type[Policy]) -> tuple[Param, ...]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from shockwave.atomic import ensure_writable
 from shockwave.cluster import ClusterSpec
+from shockwave.core.loop import timeline
 from shockwave.errors import InputError, require_extra
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
@@ -161,7 +162,7 @@ def run(
     request: RunRequest, backend: Callable[[RunRequest], Backend] | None = None, command: list[str] | None = None
 ) -> dict[str, Any]:
     """Run (or resume) the request's trace; `command` is recorded in the result's provenance."""
-    from shockwave.policies.registry import canonical_name, make_policy_offering, policy_label
+    from shockwave.policies.registry import policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
     ensure_writable(request.out)
@@ -180,8 +181,8 @@ def run(
     journal = Journal(request.journal_path)
     if request.resume:
         request = _resumed(request, journal)
-    request = dataclasses.replace(request, policy=canonical_name(request.policy))  # kept: a file's absolute path
-    name = request.policy
+    info = policy_info(request.policy)
+    request = dataclasses.replace(request, policy=info.name)  # kept: a file's absolute path
     tm, original, _ = load_workload(request.trace, request.throughputs)
     require_gangs_fit(original, request.gpus, request.trace)
     jobs = scale_trace(original, request.time_scale)
@@ -190,7 +191,7 @@ def run(
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     profiles = [build_profile(job, tm) for job in jobs]
-    policy = make_policy_offering(name, min_realloc_interval_s=interval, config=config)
+    policy = info.offered(min_realloc_interval_s=interval, config=config)
     if request.resume:
         snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, request.journal_path)
     else:
@@ -227,7 +228,7 @@ def run(
         scheduler.run()
     finally:
         cluster_backend.close()
-    result = _result(request, policy_label(name), scheduler, tm, jobs)
+    result = _result(request, info.label, scheduler, tm, jobs)
     if command is not None:
         with_command(result, command)
     (request.out / "results.json").write_text(json.dumps([result], indent=1))
@@ -290,26 +291,27 @@ def _result(
             startup_s=record.startups,
         )
     failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
+    unfinished = sorted(i for i, r in records.items() if r.status != "done")
     startups = [t for r in records.values() for t in r.startups]
     result = {
         "policy": policy,
         **({"policy_spec": request.policy} if request.policy != policy else {}),  # a file's class
         "trace": str(request.trace),
         "gpus": request.gpus,
-        "cluster": ClusterSpec.of(request.gpus, gpu_type=request.gpu_type).describe(),
+        "cluster": scheduler.cluster.describe(),
         "mechanics": "runtime",
         "round_seconds": request.round_seconds,
         "realloc_seconds": request.realloc_seconds or request.round_seconds,
         "throughputs": "measured",
         "time_scale": request.time_scale,
         **summary,
-        "complete": not failed,
-        "unfinished_jobs": sorted(failed),
+        "complete": not unfinished,
+        "unfinished_jobs": unfinished,
         "failed_jobs": {str(k): v for k, v in failed.items()},
         "wall_seconds": scheduler.elapsed(),
         "restart_overhead_s": fmean(startups) if startups else None,
         **scheduler.policy.summary(),
-        "timeline": [[r.time_s, r.running_jobs, r.busy_gpus] for r in scheduler.rounds],
+        "timeline": timeline(scheduler.rounds),
         "provenance": provenance(),
     }
     return Result.model_validate(result).to_json_dict()

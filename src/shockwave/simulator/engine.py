@@ -16,7 +16,7 @@ from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.adaptation import planned_batch_size, requested_batch_size
-from shockwave.core.clock import SimulatedClock
+from shockwave.core.clock import VirtualClock
 from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, rates_after_switch
 from shockwave.core.placement import place
 from shockwave.core.plan import PlanError, RoundPlan
@@ -30,8 +30,6 @@ from shockwave.workload_model.throughput import ThroughputModel
 from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
-MAX_EMPTY_ROUNDS = 10_000
-"""Gavel-style policies may plan nothing for a few rounds while their allocation is throttled; never this long."""
 
 
 @dataclass
@@ -80,7 +78,7 @@ class Simulator:
         """Start-up seconds still ahead of jobs whose start-up is longer than a round (replaying a real run)."""
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
-        self.clock = SimulatedClock(jobs[0].arrival if jobs else 0.0)
+        self.clock = VirtualClock(jobs[0].arrival if jobs else 0.0)
         self.loop = SchedulingLoop(policy, cluster, mechanics.round_seconds, self.clock.now)
         self.view = self.loop.view
         self.queue = deque(range(len(jobs)))
@@ -90,9 +88,6 @@ class Simulator:
         self.gpu_busy = [0.0] * cluster.gpus
         self.round_start = 0.0
         self.round_end: float | None = None
-        self.empty_rounds = 0
-        """Rounds in a row the policy planned nothing while jobs waited (a policy that never plans them would
-        otherwise let time run on forever)."""
 
     # -- the clock -------------------------------------------------------------------------------------------------
     def _move_clock(self, *, idle: bool = False) -> None:
@@ -179,14 +174,6 @@ class Simulator:
 
     # -- a round boundary --------------------------------------------------------------------------------------------
     def all_settled(self) -> bool:
-        if self.empty_rounds >= MAX_EMPTY_ROUNDS:
-            log.warning(
-                "%s planned nothing for %d rounds while %d jobs waited; stopping with them unfinished",
-                self.policy.name,
-                self.empty_rounds,
-                len(self.view.jobs),
-            )
-            return True
         return len(self.finished) >= len(self.specs)
 
     def admit(self, loop: SchedulingLoop) -> None:
@@ -221,7 +208,6 @@ class Simulator:
             finish = max(now, now + startup + steps / rate)
             self.running.append(Launch(job, steps, finish, gpus, startup))
         self.starting = {j: left for j, left in self.starting.items() if j in placement}
-        self.empty_rounds = 0 if placement else self.empty_rounds + 1
         log.debug("round %d at %.1f s: jobs %s", self.view.round_index, now, sorted(placement))
         return plan
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.policies.registry import canonical_name, make_policy_offering, policy_label
+from shockwave.core.loop import timeline
+from shockwave.policies.registry import policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.provenance import provenance
-from shockwave.results import Result
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload_model.profile import load_workload
@@ -31,17 +31,18 @@ def simulate(
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
     With `batch_sizes` (the per-epoch batch sizes a real run observed, `shockwave run`'s DIR/batch_sizes.json)
-    jobs replay those schedules instead of following the catalog's adaptation rules.
+    jobs replay those schedules instead of following the catalog's adaptation rules. The result is checked
+    (`shockwave.results.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     """
-    name = canonical_name(policy)
+    info = policy_info(policy)
     tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
-    chosen = make_policy_offering(name, min_realloc_interval_s=mechanics.min_realloc_interval_s, config=config)
+    chosen = info.offered(min_realloc_interval_s=mechanics.min_realloc_interval_s, config=config)
     engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None)
     result = engine.run()
     header = {
-        "policy": policy_label(name),
+        "policy": info.label,
         "trace": str(trace),
         "gpus": cluster.gpus,
         "cluster": cluster.describe(),
@@ -49,5 +50,5 @@ def simulate(
         "round_seconds": mechanics.round_seconds,
         "throughputs": tm.name,
     }
-    checked = Result.model_validate({**header, **result.summary, "provenance": provenance(mechanics)})
-    return checked.to_json_dict(), result
+    summary = {**header, **result.summary, "timeline": timeline(result.rounds), "provenance": provenance(mechanics)}
+    return summary, result
