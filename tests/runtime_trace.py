@@ -22,9 +22,9 @@ JOBS: list[Row] = [
 """About 5-10 s of training each on a shared 2-core machine, all arriving in the first seconds."""
 
 PREEMPTING_JOBS: list[Row] = [
-    ("ResNet-18", 32, 1, 3000, 0.0),
-    ("LM", 20, 2, 2000, 0.0),
-    ("Recommendation", 2048, 1, 5000, 1.0),
+    ("ResNet-18", 32, 1, 7500, 0.0),
+    ("LM", 20, 2, 5000, 0.0),
+    ("Recommendation", 2048, 1, 12500, 1.0),
     ("ResNet-18", 64, 4, 300, 18.0),
     ("Transformer", 32, 1, 400, 18.0),
     ("LM", 10, 1, 1000, 19.0),
@@ -32,8 +32,10 @@ PREEMPTING_JOBS: list[Row] = [
     ("Recommendation", 1024, 1, 1500, 21.0),
 ]
 """Real jobs take 5-16 s (up to 30 s on a loaded machine) to start, so jobs as short as JOBS' can run to completion
-in one lease. Here three long jobs (about 25 s of training) fill the 4 GPUs and are training, with checkpoints, when
-five more arrive at 18-21 s: a fair policy must take GPUs from jobs with progress, which later resume from it."""
+in one lease. Here three long jobs fill the 4 GPUs and are training, with checkpoints, when five more arrive at
+18-21 s: a fair policy must take GPUs from jobs with progress, which later resume from it. The long jobs need 30-40 s
+of training on an idle machine (3000 steps, 15 s, once let one finish before the arrivals on a fast CI runner), so
+they are still running at the first round boundary after the arrivals however fast the machine is."""
 
 
 def write_runtime_trace(path: Path, jobs: list[Row] = JOBS) -> Path:
