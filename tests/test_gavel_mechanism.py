@@ -40,15 +40,16 @@ class FixedAllocator:
     records the job ids of every call."""
 
     name = "fixed"
+    heterogeneity_aware = True
 
     def __init__(self, *allocations: dict[int, float]) -> None:
         self.allocations = list(allocations)
         self.calls: list[list[int]] = []
 
-    def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
+    def allocate(self, inputs: AllocationInputs) -> dict[int, dict[str, float]]:
         allocation = self.allocations[min(len(self.calls), len(self.allocations) - 1)]
         self.calls.append(list(inputs.job_ids))
-        return {j: x for j, x in allocation.items() if j in inputs.job_ids}
+        return {j: {"v100": x} for j, x in allocation.items() if j in inputs.job_ids}
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -95,7 +96,7 @@ def test_at_the_first_recompute_priority_is_x_over_an_equal_share() -> None:
     # job_time 60 each, worker_time 180: fraction 1/3; priority = 3x = 0.6, 1.5, 0.9 -> 1, 2, 0
     assert h.plan() == [1, 2, 0]
     assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(1.5)
-    assert policy.worker_time == 180.0 and policy.job_time == {0: 60.0, 1: 60.0, 2: 60.0}
+    assert policy.worker_time["v100"] == 180.0 and policy.job_time["v100"] == {0: 60.0, 1: 60.0, 2: 60.0}
 
 
 def test_priority_divides_by_the_share_of_executed_time_received() -> None:
@@ -119,13 +120,13 @@ def test_a_job_that_received_no_time_gets_share_times_1e9() -> None:
     h.add(make_job(0), make_job(1))
     h.plan()
     # a restored state where job 0 has had no time (fraction 0) and job 1 all of it (fraction 1)
-    state = policy.state_dict() | {"job_time": {"0": 0.0, "1": 100.0}, "worker_time": 100.0}
+    state = policy.state_dict() | {"job_time": {"v100": {"0": 0.0, "1": 100.0}}, "worker_time": {"v100": 100.0}}
     policy.load_state_dict(state)
     assert policy._priority(h.view.jobs[0], "v100") == pytest.approx(0.1 * 1e9)  # 1e8
     assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(0.9)  # 0.9 / 1
     assert h.plan() == [0]
     # with no worker time at all every fraction is 0: 0.1e9 < 0.9e9 puts job 1 first
-    policy.load_state_dict(state | {"worker_time": 0.0})
+    policy.load_state_dict(state | {"worker_time": {"v100": 0.0}})
     assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(0.9e9)
     assert h.plan() == [1]
 
@@ -154,8 +155,8 @@ def test_deficits_are_settled_at_a_recompute_and_break_priority_ties() -> None:
     # job 0: 0.75 * 1200 - 960 = -60; job 1: 0.25 * 1200 - 0 = 300; job 2 (not in the old allocation): 0 - 0 = 0
     order = h.plan()
     assert allocator.calls == [[0, 1], [0, 1, 2]]
-    assert policy.deficits == {0: pytest.approx(-60.0), 1: pytest.approx(300.0), 2: 0.0}
-    assert policy.job_time == {0: 60.0, 1: 60.0, 2: 60.0} and policy.worker_time == 180.0
+    assert policy.deficits["v100"] == {0: pytest.approx(-60.0), 1: pytest.approx(300.0), 2: 0.0}
+    assert policy.job_time["v100"] == {0: 60.0, 1: 60.0, 2: 60.0} and policy.worker_time["v100"] == 180.0
     assert policy.last_realloc_s == 1200.0
     # equal priorities (0.3 / (1/3) = 0.9 each): by deficit 300 > 0 > -60
     assert order == [1, 2, 0]
@@ -171,14 +172,14 @@ def test_deficits_add_up_over_recomputes() -> None:
     policy.round_failed(h.view, h.view.jobs[1])  # a change: recompute at 200
     h.plan()
     # 0: 0.5 * 200 - 100 = 0; 1: 0.5 * 200 - 0 = 100
-    assert policy.deficits == {0: pytest.approx(0.0), 1: pytest.approx(100.0)}
+    assert policy.deficits["v100"] == {0: pytest.approx(0.0), 1: pytest.approx(100.0)}
     h.ran(0, 50.0)
     h.ran(1, 30.0)
     h.now = 300.0
     policy.round_failed(h.view, h.view.jobs[1])
     h.plan()
     # elapsed 100: 0: 0 + 50 - 50 = 0; 1: 100 + 50 - 30 = 120
-    assert policy.deficits == {0: pytest.approx(0.0), 1: pytest.approx(120.0)}
+    assert policy.deficits["v100"] == {0: pytest.approx(0.0), 1: pytest.approx(120.0)}
 
 
 def test_equal_priority_and_deficit_fall_back_to_the_larger_x() -> None:
@@ -204,7 +205,7 @@ def test_the_deficit_comes_before_x() -> None:
     h.now = 200.0
     policy.round_failed(h.view, h.view.jobs[2])  # recompute at 200: deficit = 0.5 * 200 - executed = 100, 0, 100
     h.plan()
-    assert policy.deficits == {0: pytest.approx(100.0), 1: pytest.approx(0.0), 2: pytest.approx(100.0)}
+    assert policy.deficits["v100"] == {0: pytest.approx(100.0), 1: pytest.approx(0.0), 2: pytest.approx(100.0)}
     h.ran(1, 64.0)
     # as in the case above, priorities 0.5, 0.5, 0.25; jobs 0 and 1 tie: deficit 100 > 0 puts job 0 first although
     # job 1 has the larger x
@@ -236,7 +237,7 @@ def test_a_job_outside_the_allocation_holds_gpus_without_running() -> None:
     policy.round_failed(h.view, h.view.jobs[0])  # a change, 1080 s after the last recompute
     assert h.plan() == [0, 1]
     # deficits: 0: 1.0 * 1080 - 1080 = 0; 1: 0 * 1080 - 1080 = -1080
-    assert policy.deficits == {0: pytest.approx(0.0), 1: pytest.approx(-1080.0)}
+    assert policy.deficits["v100"] == {0: pytest.approx(0.0), 1: pytest.approx(-1080.0)}
     h.now = 1210.0
     h.add(make_job(2, gang=2, arrival=1210.0))  # 120 s after the recompute: not recomputed, job 2 has no x
     # queue: 0 (priority > 0), 2 (priority 0, deficit 0), 1 (priority 0, deficit -1080)
@@ -271,7 +272,7 @@ def test_recompute_throttle_with_the_last_realloc_at_zero_quirk() -> None:
     # at 120 (elapsed 120): job 0: 0.5 * 120 - 0 = 60; at 1120 (elapsed 1000): job 0: 60 + 500 - 120 = 440,
     # job 1: 0 + 500 - 0 = 500, job 2 (outside the old allocation): 0. Priorities tie (0.5 * 3): 1, 0, 2
     assert h.plan() == [1, 0, 2]
-    assert policy.deficits == {0: pytest.approx(440.0), 1: pytest.approx(500.0), 2: 0.0}
+    assert policy.deficits["v100"] == {0: pytest.approx(440.0), 1: pytest.approx(500.0), 2: 0.0}
     assert allocator.calls[-1] == [0, 1, 2] and policy.last_realloc_s == 1120.0
     h.now = 9000.0
     h.plan()  # long after, but nothing changed
@@ -292,7 +293,7 @@ def test_without_the_quirk_a_first_recompute_after_zero_throttles() -> None:
     # job 1 (outside the old allocation): 0. Priorities tie (0.5 / (60/120) = 1.0), the deficit puts job 0 first.
     assert h.plan() == [0, 1]
     assert allocator.calls == [[0], [0, 1]] and policy.last_realloc_s == 1050.0
-    assert policy.deficits == {0: pytest.approx(500.0), 1: 0.0}
+    assert policy.deficits["v100"] == {0: pytest.approx(500.0), 1: 0.0}
 
 
 def test_removing_a_job_triggers_a_recompute_and_forgets_it() -> None:

@@ -328,7 +328,9 @@ def test_a_changed_file_is_loaded_again(tmp_path: Path) -> None:
 def test_every_built_in_policy_declares_its_parameters() -> None:
     for name, info in POLICIES.items():
         assert info.help and all(p.help for p in info.params)
-        expected = ["config"] if name == "shockwave" else ["min_realloc_interval_s"]
+        expected = {"shockwave": ["config"], "fifo": ["min_realloc_interval_s", "seed", "reference_quirks"]}.get(
+            name, ["min_realloc_interval_s", "seed"]
+        )
         assert [p.name for p in info.params] == expected
     assert policy_params("gavel")["min_realloc_interval_s"] == INTERVAL and INTERVAL.default == 1000.0
     assert INTERVAL.types == (float,) and takes_config("shockwave") and not takes_config("themis")

@@ -20,12 +20,12 @@ DATASET = 1600  # samples per epoch: 100 steps at batch size 16, 25 at 64
 
 def accordion_like() -> JobForecast:
     """10 epochs: 3 at batch size 16 (20 s each), then 7 at 64 (8 s each)."""
-    profile = JobProfile(epochs=10, batch_sizes=(16,) * 3 + (64,) * 7, epoch_durations=(20.0,) * 3 + (8.0,) * 7)
+    profile = JobProfile(epochs=10, runs=((16, 3, 20.0), (64, 7, 8.0)))
     return JobForecast(profile, DATASET, submit_s=0.0)
 
 
 def test_static_job_forecast_is_its_remaining_epochs() -> None:
-    job = JobForecast(JobProfile(epochs=4, batch_sizes=(32,) * 4, epoch_durations=(10.0,) * 4), 3200, 0.0)
+    job = JobForecast(JobProfile(epochs=4, runs=((32, 4, 10.0),)), 3200, 0.0)
     job.observe(1, 32, steps_per_s=10.0)
     # Half of epoch 1 left (5 s), then the posterior puts 4 - 2 = 2 more epochs at batch size 32: 20 s.
     assert job.remaining_runtime(1.5) == pytest.approx(25.0)
@@ -62,7 +62,7 @@ def test_calibration_within_tolerance_keeps_the_profile() -> None:
 
 
 def test_forecast_shrinks_when_observations_outnumber_a_modes_share() -> None:
-    profile = JobProfile(epochs=5, batch_sizes=(16,) + (64,) * 4, epoch_durations=(20.0,) + (8.0,) * 4)
+    profile = JobProfile(epochs=5, runs=((16, 1, 20.0), (64, 4, 8.0)))
     job = JobForecast(profile, DATASET, 0.0)
     job.observe(3, 16, steps_per_s=5.0)  # the job stayed at 16 for four epochs
     # Posterior (6.5, 2.5); shares 5*(6.5, 2.5)/9 = (65/18, 25/18); only 3 of the 4 epochs at 16 fit: (11/18, 25/18).

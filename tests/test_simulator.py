@@ -245,7 +245,7 @@ def test_simulate_reads_restart_costs_per_gang(tmp_path: Path) -> None:
 def test_a_policy_of_one_gpu_type_is_refused_a_cluster_of_several(tmp_path: Path) -> None:
     path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
     with pytest.raises(InputError, match=r"schedules one GPU type; the cluster k80:4,v100:4 has 2"):
-        simulate(path, "gavel", ClusterSpec.parse("k80:4,v100:4"), preset("corrected"))
+        simulate(path, "shockwave", ClusterSpec.parse("k80:4,v100:4"), preset("corrected"))
 
 
 class NeverPlans(Policy):

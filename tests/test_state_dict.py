@@ -205,8 +205,8 @@ def test_the_saved_memory_loads(saved: tuple[dict[str, Any], Any]) -> None:
         (lambda m: {k: v for k, v in m.items() if k != "format"}, "shockwave", "has format None"),
         (lambda m: m, "max_min_fairness", "is the 'shockwave' policy's, not the run's 'max_min_fairness'"),
         (lambda m: {**m, "policy": "fifo"}, "shockwave", "is the 'fifo' policy's, not the run's 'shockwave'"),
-        (lambda m: {**m, "state": {}}, "shockwave", "not a shockwave snapshot of format 2 .KeyError: 'forecasts'"),
-        (lambda m: {**m, "state": [1]}, "shockwave", "not a shockwave snapshot of format 2 .TypeError"),
+        (lambda m: {**m, "state": {}}, "shockwave", "not a shockwave snapshot of format 3 .KeyError: 'forecasts'"),
+        (lambda m: {**m, "state": [1]}, "shockwave", "not a shockwave snapshot of format 3 .TypeError"),
         (lambda m: {**m, "jobs": {"99": {}}}, "shockwave", r"IndexError: job 99 is not in the trace"),
         (lambda m: {**m, "jobs": {"-1": {}}}, "shockwave", r"IndexError: job -1 is not in the trace"),
         (lambda m: {**m, "jobs": {"0": {"steps_done": 1}}}, "shockwave", "KeyError: 'rates'"),
@@ -229,7 +229,9 @@ def test_a_snapshot_of_another_version_policy_or_shape_is_refused_naming_the_jou
 def test_non_finite_floats_are_strict_json_and_come_back(saved: tuple[dict[str, Any], Any]) -> None:
     _, workload = saved
     policy = make_policy("max_min_fairness")
-    policy.load_state_dict({**policy.state_dict(), "deficits": {"0": -math.inf}, "job_time": {"0": math.inf}})
+    policy.load_state_dict(
+        {**policy.state_dict(), "deficits": {"v100": {"0": -math.inf}}, "job_time": {"v100": {"0": math.inf}}}
+    )
     job = replace(JobState.admit(0, workload[0][0], workload[1][0], rates={"v100": math.inf}), run_time_s=math.nan)
     text = Snapshot(policy, {0: job}, []).dumps()
 
@@ -238,6 +240,6 @@ def test_non_finite_floats_are_strict_json_and_come_back(saved: tuple[dict[str, 
 
     json.loads(text, parse_constant=no_constants)
     restored = load(text, workload, "max_min_fairness")
-    assert restored.policy.state_dict()["deficits"] == {"0": -math.inf}
-    assert restored.policy.state_dict()["job_time"] == {"0": math.inf}
+    assert restored.policy.state_dict()["deficits"] == {"v100": {"0": -math.inf}}
+    assert restored.policy.state_dict()["job_time"] == {"v100": {"0": math.inf}}
     assert restored.jobs[0].rates == {"v100": math.inf} and math.isnan(restored.jobs[0].run_time_s)

@@ -33,12 +33,15 @@ def simulate(
     config: ShockwaveConfig | str | Path | None = None,
     batch_sizes: str | Path | None = None,
     on_round: Callable[[Progress], None] | None = None,
+    window: tuple[int, int] | None = None,
+    seed: int = 0,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
     `cluster` is a `--cluster` string (`"v100:32,k80:16"`), a GPU count of the default type, or a ClusterSpec;
     `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
-    Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules.
+    Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules;
+    `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws.
     Bad input raises `shockwave.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -55,6 +58,8 @@ def simulate(
         hyper,
         on_round,
         None if batch_sizes is None else Path(batch_sizes),
+        window,
+        seed,
     )
     return Result.model_validate(summary)
 

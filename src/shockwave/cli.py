@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,11 +24,12 @@ from shockwave import __version__
 from shockwave.atomic import ensure_writable, ensure_writable_file
 from shockwave.errors import InputError, Interrupted, require_extra
 from shockwave.provenance import this_command, with_command
+from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.profile import load_workload
 from shockwave.workload_model.summary import job_records, summarize
 from shockwave.workload_model.throughput import load_throughputs
-from shockwave.workload_model.trace import TraceError, require_gangs_fit, write_trace
+from shockwave.workload_model.trace import TraceError, TraceJob, require_gangs_fit, write_trace
 
 # Plain help (rich_markup_mode=None): rich's help panels label every flag "<bool>".
 HELP = """Fair and efficient scheduling of ML training jobs on shared GPU clusters (Shockwave, NSDI'23).
@@ -50,7 +52,8 @@ ThroughputsOpt = Annotated[
 ]
 MECHANICS_HELP = (
     "corrected (default: the simulation model new studies use) or reference (reproduces the Shockwave artifact's "
-    "published numbers, quirks included: it stops when the cluster is briefly empty, leaving later jobs unrun)."
+    "published numbers, quirks included: it stops when the cluster is briefly empty, leaving later jobs unrun) or "
+    "gavel (the reference Gavel simulator's behaviour: no restart cost, allocations recomputed at most every 1920 s)."
 )
 MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
 GpusOpt = Annotated[
@@ -133,6 +136,13 @@ def _floats(text: str, flag: str) -> tuple[float, ...]:
         raise InputError(f"{flag} expects comma-separated numbers, got {text!r}") from None
 
 
+def _window(text: str) -> tuple[int, int]:
+    start, sep, stop = text.partition(":")
+    if not (sep and start.isdigit() and stop.isdigit()) or int(start) >= int(stop):
+        raise InputError(f"--window expects A:B with job ids A < B, got {text!r}")
+    return int(start), int(stop)
+
+
 @trace_app.command("generate")
 def trace_generate(
     output: Annotated[
@@ -143,31 +153,72 @@ def trace_generate(
             help="Output file; default: the conventional name (every knob in it) in the current folder.",
         ),
     ] = None,
+    style: Annotated[
+        str,
+        typer.Option(
+            "--style", help="shockwave: the Shockwave artifact's adaptive jobs; gavel: Gavel's Philly-derived jobs."
+        ),
+    ] = "shockwave",
     jobs: Annotated[int, typer.Option("--jobs", help="Number of jobs.")] = 120,
     min_hours: Annotated[float, typer.Option("--min-hours", help="Shortest candidate duration (hours).")] = 0.2,
     max_hours: Annotated[float, typer.Option("--max-hours", help="Longest candidate duration (hours).")] = 5.0,
     num_durations: Annotated[int, typer.Option("--num-durations", help="Evenly spaced candidate durations.")] = 100,
-    lam: Annotated[float, typer.Option("--lam", help="Mean inter-arrival time (seconds).")] = 40.0,
-    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 25,
+    lam: Annotated[
+        float | None, typer.Option("--lam", help="Mean inter-arrival time (seconds); default 40 (shockwave style).")
+    ] = None,
+    jobs_per_hour: Annotated[
+        float | None, typer.Option("--jobs-per-hour", help="Arrival rate instead of --lam (3600 / lam).")
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Random seed; default 25 (shockwave), 0 (gavel).")] = None,
     mode_mix: Annotated[str, typer.Option("--mode-mix", help="P(static),P(accordion),P(gns).")] = "0,0.5,0.5",
     gpu_mix: Annotated[str, typer.Option("--gpu-mix", help="P(1),P(2),P(4),P(8) GPUs per job.")] = "0.6,0.3,0.09,0.01",
+    static: Annotated[bool, typer.Option("--static", help="Gavel style: every job arrives at time 0.")] = False,
+    multi_gpu: Annotated[
+        bool, typer.Option("--multi-gpu", help="Gavel style: gangs of 2, 4 and 8 GPUs (Philly's mix).")
+    ] = False,
+    multi_priority: Annotated[
+        bool, typer.Option("--multi-priority", help="Gavel style: a fifth of the jobs get priority weight 5.")
+    ] = False,
     throughputs: ThroughputsOpt = None,
 ) -> None:
-    """Generate a synthetic trace (the reference generator's sampling, so released traces regenerate exactly)."""
-    params = GeneratorParams(
-        jobs=jobs,
-        min_hours=min_hours,
-        max_hours=max_hours,
-        num_durations=num_durations,
-        lam=lam,
-        seed=seed,
-        mode_mix=_floats(mode_mix, "--mode-mix"),
-        gpu_mix=_floats(gpu_mix, "--gpu-mix"),  # type: ignore[arg-type]
-    )
+    """Generate a synthetic trace with a reference generator's sampling, so its job stream regenerates exactly."""
+    if lam is not None and jobs_per_hour is not None:
+        raise InputError("give --lam or --jobs-per-hour, not both")
+    if jobs_per_hour is not None:
+        if not jobs_per_hour > 0:
+            raise InputError(f"--jobs-per-hour must be > 0, got {jobs_per_hour}")
+        lam = 3600.0 / jobs_per_hour
     tm = load_throughputs(throughputs)
-    path = output or Path(params.file_name())
+    make: Callable[[], list[TraceJob]]
+    if style == "gavel":
+        if static and lam:
+            raise InputError("--static puts every job at time 0: it takes no --lam or --jobs-per-hour")
+        if not static and lam is None:
+            raise InputError("a continuous Gavel workload needs --lam (seconds between arrivals) or --jobs-per-hour")
+        workload = GavelWorkload(jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority)
+        kind = "static" if static else f"lam{workload.lam:g}"
+        default = f"gavel_{jobs}_{kind}_seed{workload.seed}{'_multigpu' if multi_gpu else ''}.trace"
+        make = partial(generate_gavel, workload, tm)
+    elif style == "shockwave":
+        if static or multi_gpu or multi_priority:
+            raise InputError("--static, --multi-gpu and --multi-priority belong to --style gavel")
+        params = GeneratorParams(
+            jobs=jobs,
+            min_hours=min_hours,
+            max_hours=max_hours,
+            num_durations=num_durations,
+            lam=40.0 if lam is None else lam,
+            seed=25 if seed is None else seed,
+            mode_mix=_floats(mode_mix, "--mode-mix"),
+            gpu_mix=_floats(gpu_mix, "--gpu-mix"),  # type: ignore[arg-type]
+        )
+        default = params.file_name()
+        make = partial(generate, params, tm)
+    else:
+        raise InputError(f"unknown --style {style!r}; choose shockwave or gavel")
+    path = output or Path(default)
     ensure_writable_file(path)
-    trace = generate(params, tm)
+    trace = make()
     try:
         write_trace(trace, path)
     except OSError as exc:
@@ -237,6 +288,11 @@ def simulate_cmd(
             help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
         ),
     ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
     allow_unfinished: AllowUnfinishedOpt = False,
@@ -268,6 +324,8 @@ def simulate_cmd(
             config=hyper,
             batch_sizes=batch_sizes,
             on_round=on_round,
+            window=None if window is None else _window(window),
+            seed=seed,
         )
     result = with_command(typed.to_json_dict(), this_command())
     if out_dir is not None:

@@ -153,6 +153,9 @@ class Result(_Stored):
     worst_ftf: NonNegative
     unfair_fraction: Fraction
     utilization: Fraction
+    utilization_by_type: dict[str, Fraction] | None = Field(None, description="Clusters of several GPU types.")
+    window: list[int] | None = Field(None, description="--window A:B: the job ids [A, B) the metrics cover.")
+    jobs_arrived: Count | None = Field(None, description="With a window: jobs that had arrived when the run ended.")
     num_rounds: Count
     makespan_lower_bound_s: NonNegative
     jobs: list[JobRow]

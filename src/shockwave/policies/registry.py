@@ -25,12 +25,13 @@ from shockwave.errors import InputError
 from shockwave.policies import plugins
 from shockwave.policies.gavel.allox import AlloX
 from shockwave.policies.gavel.fifo import FifoPolicy
-from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairness
+from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairness, FinishTimeFairnessPerf
 from shockwave.policies.gavel.gandiva_fair import GandivaFair
-from shockwave.policies.gavel.max_min_fairness import MaxMinFairness
+from shockwave.policies.gavel.isolated import Isolated, Proportional
+from shockwave.policies.gavel.max_min_fairness import MaxMinFairness, MaxMinFairnessPerf
 from shockwave.policies.gavel.max_sum_throughput import MaxSumThroughput
 from shockwave.policies.gavel.mechanism import GavelPolicy
-from shockwave.policies.gavel.min_total_duration import MinTotalDuration
+from shockwave.policies.gavel.min_total_duration import MinTotalDuration, MinTotalDurationPerf
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 
@@ -142,11 +143,38 @@ def _shockwave(config: ShockwaveConfig | str | Path | None = None) -> Policy:
     return ShockwavePolicy(ShockwaveConfig.from_json(config) if isinstance(config, str | Path) else config)
 
 
-def _gavel(name: str, allocator: Callable[[], Any], help: str) -> PolicyInfo:
-    def build(min_realloc_interval_s: float = INTERVAL.default) -> Policy:
-        return GavelPolicy(allocator(), min_realloc_interval_s=min_realloc_interval_s)
+SEED = Param(
+    "seed",
+    (int,),
+    0,
+    "seeds the reference's random streams: the per-round shuffle of GPU types (seed + 5) and FIFO's type draws",
+)
 
-    return PolicyInfo(name, build, (INTERVAL,), help)
+
+def _gavel(name: str, allocator: Callable[[], Any], help: str) -> PolicyInfo:
+    def build(min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default) -> Policy:
+        return GavelPolicy(allocator(), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+    return PolicyInfo(name, build, (INTERVAL, SEED), help)
+
+
+QUIRKS = Param(
+    "reference_quirks",
+    (bool,),
+    False,
+    "behave as the reference Gavel's code does where it departs from its description (--mechanics gavel)",
+)
+
+
+def _fifo(perf: bool) -> Callable[..., Policy]:
+    def build(
+        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
+    ) -> Policy:
+        return FifoPolicy(
+            perf=perf, min_realloc_interval_s=min_realloc_interval_s, seed=seed, reference_quirks=reference_quirks
+        )
+
+    return build
 
 
 POLICIES: dict[str, PolicyInfo] = {
@@ -155,13 +183,19 @@ POLICIES: dict[str, PolicyInfo] = {
         PolicyInfo(
             "shockwave", _shockwave, (CONFIG,), "Shockwave: a market over a window of rounds, batch sizes forecast"
         ),
-        _gavel("max_min_fairness", MaxMinFairness, "Gavel's max-min fairness of normalised throughput"),
+        _gavel("max_min_fairness", MaxMinFairness, "Gavel's max-min fairness of GPU time (types alike)"),
+        _gavel("max_min_fairness_perf", MaxMinFairnessPerf, "Gavel's max-min fairness of normalised throughput"),
         _gavel("finish_time_fairness", FinishTimeFairness, "Themis: minimise the worst finish-time fairness"),
+        _gavel("finish_time_fairness_perf", FinishTimeFairnessPerf, "finish-time fairness with per-type throughputs"),
         _gavel("min_total_duration", MinTotalDuration, "OSSP: minimise the time until every job is done"),
-        _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of normalised throughputs"),
+        _gavel("min_total_duration_perf", MinTotalDurationPerf, "OSSP with per-type throughputs"),
+        _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of throughputs over all types"),
         _gavel("allox", AlloX, "AlloX: min-cost assignment of jobs to GPUs"),
         _gavel("gandiva_fair", GandivaFair, "Gandiva-Fair: lottery scheduling with GPU trading"),
-        PolicyInfo("fifo", FifoPolicy, (INTERVAL,), "first come, first served, strictly in order"),
+        _gavel("isolated", Isolated, "every job an equal 1/m share of every type (Themis's baseline)"),
+        _gavel("proportional", Proportional, "every job a share of every type in proportion to its size"),
+        PolicyInfo("fifo", _fifo(False), (INTERVAL, SEED, QUIRKS), "first come, first served, strictly in order"),
+        PolicyInfo("fifo_perf", _fifo(True), (INTERVAL, SEED), "first come, first served, each on its fastest type"),
     )
 }
 """The built-in policies; plug-ins are found when named (`policy_info`)."""

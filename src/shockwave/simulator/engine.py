@@ -70,8 +70,11 @@ class Simulator:
         on_round: Callable[[Progress], None] | None = None,
         *,
         replay: bool = False,
+        window: range | None = None,
     ) -> None:
         self.on_round, self.replay = on_round, replay
+        self.window = window
+        """Job ids whose completion ends the run and whose outcomes the metrics cover (all jobs when None)."""
         self.switched: set[int] = set()
         """Jobs that changed batch size since they last ran (replaying a real run: they restart to switch)."""
         self.starting: dict[int, float] = {}
@@ -103,7 +106,8 @@ class Simulator:
         else:
             # Nothing ran and nothing will arrive: let a round of time pass so throttled policies can react.
             self.clock.move_to(self.clock.now() + self.mechanics.round_seconds)
-        if latest <= 0 and (idle or not self.mechanics.stop_when_cluster_empty):
+        stale = self.mechanics.stale_round_start_after_idle
+        if latest <= 0 and not stale and (idle or not self.mechanics.stop_when_cluster_empty):
             self.round_start = self.round_end = self.clock.now()  # no stale round start after an idle gap
 
     # -- settling a finished round ---------------------------------------------------------------------------------
@@ -174,6 +178,8 @@ class Simulator:
 
     # -- a round boundary --------------------------------------------------------------------------------------------
     def all_settled(self) -> bool:
+        if self.window is not None:
+            return all(job in self.finished for job in self.window)
         return len(self.finished) >= len(self.specs)
 
     def admit(self, loop: SchedulingLoop) -> None:
@@ -233,8 +239,9 @@ class Simulator:
         return SimulationResult(self._summary(time.perf_counter() - started), self.loop.rounds)
 
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
-        unfinished = [i for i in range(len(self.specs)) if i not in self.finished]
-        done = [self.finished[i] for i in sorted(self.finished)]
+        measured = range(len(self.specs)) if self.window is None else self.window
+        unfinished = [i for i in measured if i not in self.finished]
+        done = [self.finished[i] for i in measured if i in self.finished]
         outcomes = [
             JobOutcome(j.id, j.arrival_s, j.last_finish_s, j.profile.t_isolated, j.batch_size_changes) for j in done
         ]
@@ -246,6 +253,16 @@ class Simulator:
             num_rounds=len(self.placements),
             makespan_lower_bound_s=makespan_lower_bound(self.specs, self.profiles, self.cluster.gpus),
         )
+        if len(self.cluster.types) > 1:
+            summary["utilization_by_type"] = {
+                t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) / (self.cluster.pool(t).gpus * self.view.now)
+                if self.view.now > 0
+                else 0.0
+                for t in self.cluster.types
+            }
+        if self.window is not None:
+            summary["window"] = [self.window.start, self.window.stop]
+            summary["jobs_arrived"] = len(self.specs) - len(self.queue)
         summary["complete"] = not unfinished
         summary["unfinished_jobs"] = unfinished
         summary["wall_seconds"] = wall_seconds

@@ -1,9 +1,11 @@
 """The simulator's modelling choices, each a named parameter (spec §3, §1.5b, §9).
 
-`reference` reproduces the published artifact, quirks included. `corrected` fixes its known defects and is what new
-studies should use: it keeps running when the cluster is briefly empty (§9 item 11), converts progress exactly at a
-batch-size switch instead of rounding a partial epoch up (item 9), uses the profile's Accordion rule at run time
-(item 8), and never force-completes a job that runs long (item 12).
+`reference` reproduces the published Shockwave artifact, quirks included; `gavel` the reference Gavel simulator
+(GAVEL_SPEC.md §4: no restart cost, allocations recomputed at most every 1920 s, execution times measured across an
+idle gap, FIFO as its code behaves). `corrected` fixes the artifact's known defects and is what new studies should
+use: it keeps running when the cluster is briefly empty (§9 item 11), converts progress exactly at a batch-size
+switch instead of rounding a partial epoch up (item 9), uses the profile's Accordion rule at run time (item 8), and
+never force-completes a job that runs long (item 12).
 
 `Mechanics` is a frozen pydantic dataclass: every parameter is checked for its type whenever one is built, also by
 `dataclasses.replace`, so a preset changed by a flag cannot carry a string where the simulator does arithmetic.
@@ -48,6 +50,12 @@ class Mechanics:
     """Place a new gang on the fullest server that fits it whole (matters with --gpus-per-server > 1)."""
     restart_cost_by_gang: tuple[tuple[int, float], ...] = ()
     """(gang size, seconds) pairs overriding restart_cost_s: a real run's start-up grows with the gang."""
+    reference_policy_quirks: bool = False
+    """Policies that declare `reference_quirks` behave as the reference Gavel's code does (GAVEL_SPEC §7 item 1)."""
+    stale_round_start_after_idle: bool = False
+    """After the cluster sat idle until an arrival, the next round's execution times are measured from the end of
+    the last round that ran, gap included (the reference Gavel simulator's quirk, GAVEL_SPEC §7 item 5): it inflates
+    the time records that set priorities, and the utilisation."""
 
     def restart_cost(self, gang: int) -> float:
         return next((cost for size, cost in self.restart_cost_by_gang if size == gang), self.restart_cost_s)
@@ -105,6 +113,16 @@ class Mechanics:
 
 PRESETS = {
     "reference": Mechanics(name="reference"),
+    "gavel": Mechanics(
+        name="gavel",
+        restart_cost_s=0.0,
+        min_realloc_interval_s=1920.0,
+        stop_when_cluster_empty=False,
+        deadline_factor=None,
+        finish_past_last_step=True,
+        stale_round_start_after_idle=True,
+        reference_policy_quirks=True,
+    ),
     "corrected": Mechanics(
         name="corrected",
         round_up_progress_at_switch=False,

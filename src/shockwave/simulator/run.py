@@ -8,6 +8,7 @@ from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import timeline
+from shockwave.errors import InputError
 from shockwave.policies.registry import policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.provenance import provenance
@@ -27,19 +28,36 @@ def simulate(
     config: ShockwaveConfig | None = None,
     on_round: Callable[[Progress], None] | None = None,
     batch_sizes: Path | None = None,
+    window: tuple[int, int] | None = None,
+    seed: int = 0,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
     With `batch_sizes` (the per-epoch batch sizes a real run observed, `shockwave run`'s DIR/batch_sizes.json)
-    jobs replay those schedules instead of following the catalog's adaptation rules. The result is checked
+    jobs replay those schedules instead of following the catalog's adaptation rules. With `window` (A, B) the run
+    ends once jobs A..B-1 are done and the metrics cover those jobs only (the reference Gavel's measurement window);
+    `seed` seeds the policies' random streams that take one. The result is checked
     (`shockwave.results.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     """
     info = policy_info(policy)
     tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
-    chosen = info.offered(min_realloc_interval_s=mechanics.min_realloc_interval_s, config=config)
-    engine = Simulator(jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None)
+    measured = None
+    if window is not None:
+        start, stop = window
+        if not 0 <= start < stop <= len(jobs):
+            raise InputError(f"--window {start}:{stop} must be job ids within the trace's 0:{len(jobs)}", path=trace)
+        measured = range(start, stop)
+    chosen = info.offered(
+        min_realloc_interval_s=mechanics.min_realloc_interval_s,
+        config=config,
+        seed=seed,
+        reference_quirks=mechanics.reference_policy_quirks,
+    )
+    engine = Simulator(
+        jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None, window=measured
+    )
     result = engine.run()
     header = {
         "policy": info.label,

@@ -217,8 +217,10 @@ def generator_templates() -> list[Template]:
 
 
 def split_job_type(job_type: str) -> tuple[str, int]:
-    """'ResNet-18 (batch size 32)' -> ('ResNet-18', 32)."""
+    """'ResNet-18 (batch size 32)' -> ('ResNet-18', 32); Gavel names a family of one batch size bare ('A3C')."""
     model, sep, rest = job_type.partition(" (batch size ")
+    if not sep and model in FAMILIES and len(FAMILIES[model].template_batch_sizes) == 1:
+        return model, FAMILIES[model].template_batch_sizes[0]
     if not sep or not rest.endswith(")") or not rest[:-1].isdigit():
         raise ValueError(f"job type {job_type!r} is not of the form '<Model> (batch size <B>)'")
     return model, int(rest[:-1])

@@ -6,8 +6,10 @@ starts from. As in the reference, epoch time is (D / bs) / throughput without ro
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from shockwave.errors import InputError
@@ -20,13 +22,25 @@ from shockwave.workload_model.trace import TraceJob, read_trace
 
 @dataclass(frozen=True)
 class JobProfile:
-    epochs: int
-    batch_sizes: tuple[int, ...]
-    epoch_durations: tuple[float, ...]
+    """Runs of epochs at one batch size: (batch size, epochs, seconds per epoch). A static job of a Gavel-style
+    workload trains for tens of thousands of epochs at one batch size, so the per-epoch view is built only for the
+    policies that read it (Shockwave's predictor), not for every job of every simulation."""
 
-    @property
+    epochs: int
+    runs: tuple[tuple[int, int, float], ...]
+
+    @cached_property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(itertools.chain.from_iterable(itertools.repeat(bs, n) for bs, n, _ in self.runs))
+
+    @cached_property
+    def epoch_durations(self) -> tuple[float, ...]:
+        return tuple(itertools.chain.from_iterable(itertools.repeat(d, n) for _, n, d in self.runs))
+
+    @cached_property
     def t_isolated(self) -> float:
-        return sum(self.epoch_durations)
+        # Summed epoch by epoch, as the reference does: n * d differs from it in the last bits.
+        return sum(itertools.chain.from_iterable(itertools.repeat(d, n) for _, n, d in self.runs))
 
 
 def epochs_of(job: TraceJob) -> int:
@@ -37,16 +51,20 @@ def build_profile(job: TraceJob, throughputs: ThroughputModel, batch_sizes: list
     """The planned profile, or the one of `batch_sizes` (per epoch) when the job's real schedule is known."""
     fam = family(job.model)
     epochs = epochs_of(job)
-    if batch_sizes is None:
-        batch_sizes = profile_batch_sizes(fam, job.mode, job.batch_size, job.scale_factor, epochs)
+    if batch_sizes is not None:
+        runs = [(bs, len(list(group))) for bs, group in itertools.groupby(batch_sizes)]
+    elif job.mode == "static":
+        runs = [(job.batch_size, epochs)]
+    else:
+        planned = profile_batch_sizes(fam, job.mode, job.batch_size, job.scale_factor, epochs)
+        runs = [(bs, len(list(group))) for bs, group in itertools.groupby(planned)]
     rate: dict[int, float] = {}
-    for bs in set(batch_sizes):
+    for bs, _ in runs:
         try:
             rate[bs] = throughputs.throughput(fam.name, bs, job.scale_factor)
         except UnknownThroughput as exc:
             raise InputError(f"cannot profile {job.job_type} ({job.mode}): {exc}") from None
-    durations = tuple(fam.dataset_size / bs / rate[bs] for bs in batch_sizes)
-    return JobProfile(epochs=epochs, batch_sizes=tuple(batch_sizes), epoch_durations=durations)
+    return JobProfile(epochs=epochs, runs=tuple((bs, n, fam.dataset_size / bs / rate[bs]) for bs, n in runs))
 
 
 def schedule_from_switches(job: TraceJob, switches: list[list[int]]) -> list[int]:

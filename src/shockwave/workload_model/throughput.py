@@ -2,7 +2,7 @@
 
 Both answer `throughput(model, batch_size, gpus, gpu_type)` in iterations (global minibatches) per second for the
 whole gang. Only the isolated ("null") entries of a table are read; co-location entries serve packing policies we
-do not implement.
+do not implement yet.
 """
 
 from __future__ import annotations
@@ -65,8 +65,8 @@ class TableThroughputs:
                         path=path,
                         field=f"{gpu_type}/{key}",
                     )
-                if value == 0 or " (batch size " not in job_type:
-                    continue  # zero marks "not measured"; Gavel's A3C/CycleGAN keys carry no batch size
+                if value == 0:
+                    continue  # zero marks "not measured"
                 try:
                     model, bs = split_job_type(job_type)
                 except ValueError as exc:

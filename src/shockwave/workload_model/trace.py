@@ -4,9 +4,10 @@ Columns: job_type, command, working_directory, num_steps_arg, needs_data_dir, to
 priority_weight, SLO, duration, arrival_time. Writing uses the reference's formatting, so reading a reference trace
 and writing it back gives the same bytes.
 
-A job's profile holds one entry per epoch, so `total_steps` is bounded before anything is expanded: at most
-MAX_EPOCHS epochs of its model and batch size, and (with a throughput model) at most MAX_RUNTIME_S of training at its
-initial batch size. Both are far beyond any real job; a typo's 10^12 steps would otherwise take minutes and gigabytes.
+An adaptive job's profile holds one entry per epoch, so `total_steps` is bounded before anything is expanded: at
+most MAX_EPOCHS epochs of its model and batch size; every job (with a throughput model) to at most MAX_RUNTIME_S of
+training at its initial batch size. Both are far beyond any real job; a typo's 10^12 steps would otherwise take
+minutes and gigabytes. A static job's profile is one run of epochs (Gavel's week-long jobs have 10^5 and more).
 """
 
 from __future__ import annotations
@@ -246,7 +247,7 @@ def _check_against_catalog(parser: _LineParser, job: TraceJob, throughputs: Thro
             parser.problem("job_type", f"unknown model: {where}")
         return
     epochs = -(-job.total_steps // fam.iterations_per_epoch(job.batch_size))
-    if epochs > MAX_EPOCHS:
+    if epochs > MAX_EPOCHS and job.mode != "static":
         parser.problem(
             "total_steps",
             f"{job.total_steps} steps are {epochs} epochs of {job.job_type}; at most {MAX_EPOCHS} are accepted",

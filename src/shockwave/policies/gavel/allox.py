@@ -1,8 +1,8 @@
-"""AlloX (spec §5, alpha = 0.2): minimise total completion time by matching jobs to (GPU, queue position) slots.
+"""AlloX (spec §3.6): minimise total completion time by matching jobs to (GPU, queue position) slots.
 
-Cost of putting job i at position k (from the back) of a GPU's queue: k x (remaining_i / thr_i) + waiting time_i.
-The Hungarian method picks the matching; the head of each GPU's queue gets x = 1/sf. Jobs already holding a full
-allocation keep it, and allocations persist across recomputes, as in the reference.
+Cost of putting job i at position k (from the back) of a GPU's queue: k x (remaining_i / thr_i on that GPU's type)
++ waiting time_i. The Hungarian method picks the matching; the head of each GPU's queue gets that type, x = 1/sf.
+Jobs already holding a full allocation keep it, and allocations persist across recomputes, as in the reference.
 """
 
 from __future__ import annotations
@@ -13,46 +13,53 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from shockwave.core.policy import int_ids, json_ids
-from shockwave.policies.gavel.mechanism import AllocationInputs
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 
 ALPHA = 0.2
 
 
 class AlloX:
     name = "allox"
+    heterogeneity_aware = True
 
     def __init__(self, alpha: float = ALPHA) -> None:
         self.alpha = alpha
-        self.previous: dict[int, float] = {}
+        self.previous: Allocation = {}
 
-    def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
-        held = [j for j in inputs.job_ids if self.previous.get(j) == 1.0]
-        waiting = [j for j in inputs.job_ids if self.previous.get(j) != 1.0]
-        slots = inputs.gpus - len(held)
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        types = inputs.gpu_types
+        held = [j for j in inputs.job_ids if sum(self.previous.get(j, {}).values()) == 1.0]
+        waiting = [j for j in inputs.job_ids if j not in held]
+        slot_types = [
+            t
+            for t, gpus in zip(types, inputs.gpus_by_type, strict=True)
+            for _ in range(gpus - sum(self.previous[j].get(t, 0.0) == 1.0 for j in held))
+        ]
+        slots = len(slot_types)
         waiting.sort(key=lambda j: -inputs.times_since_start[j])
         waiting = waiting[: max(int(self.alpha * len(waiting)), slots)]
-        allocation = {j: self.previous.get(j, 0.0) for j in inputs.job_ids}
+        allocation = {j: dict(self.previous.get(j, dict.fromkeys(types, 0.0))) for j in inputs.job_ids}
         if waiting and slots > 0:
-            base = np.array([[self._processing_time(inputs, j)] * slots for j in waiting])
+            base = np.array([[self._processing_time(inputs, j, t) for t in slot_types] for j in waiting])
             cost = np.hstack([(k + 1) * base for k in range(len(waiting))])
             cost += np.array([[inputs.times_since_start[j]] for j in waiting])
             rows, cols = linear_sum_assignment(cost)
             queues: dict[int, list[tuple[int, int]]] = {}
             for row, col in zip(rows, cols, strict=True):
                 queues.setdefault(col % slots, []).append((col // slots, waiting[row]))
-            for queue in queues.values():
+            for gpu, queue in queues.items():
                 head = max(queue)[1]  # largest multiplier = runs first
-                allocation[head] = 1.0 / inputs.scale_factors[head]
-        self.previous = dict(allocation)
+                allocation[head] = dict.fromkeys(types, 0.0) | {slot_types[gpu]: 1.0 / inputs.scale_factors[head]}
+        self.previous = {j: dict(x) for j, x in allocation.items()}
         return allocation
 
     def state_dict(self) -> dict[str, Any]:
         return {"previous": json_ids(self.previous)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.previous = int_ids(state["previous"], float)
+        self.previous = int_ids(state["previous"], lambda x: {str(t): float(v) for t, v in x.items()})
 
     @staticmethod
-    def _processing_time(inputs: AllocationInputs, job: int) -> float:
-        thr = inputs.throughputs[job] or 1e-10
+    def _processing_time(inputs: AllocationInputs, job: int, gpu_type: str) -> float:
+        thr = inputs.throughputs[job][gpu_type] or 1e-10
         return inputs.remaining_steps[job] / thr

@@ -1,43 +1,127 @@
-"""FIFO (spec §5): jobs hold their full gang in arrival order until they finish; strict queue, no skipping."""
+"""FIFO (spec §3.4): jobs hold their whole gang in arrival order until they finish; a strict queue, no skipping.
+
+`fifo` keeps each job on the type it was given until it finishes: a type with room for the gang, drawn at random
+among those (the reference's FIFO policy RNG, seeded with the seed). `fifo_perf` re-decides at every recompute,
+in arrival order, putting each job on the type where it runs fastest among those with room for its gang.
+
+With `reference_quirks` (`--mechanics gavel`), `fifo` does what the reference Gavel's code does (GAVEL_SPEC §3.4,
+§7 item 1): the random draw is made but the job goes to the alphabetically last type still listed as available,
+room or not (so V100 is over-committed and the other types idle); the type removed when one fills is the drawn
+one's; and a finished job's GPUs go to the queue's head only, if it fits there (before the other jobs' GPUs are
+counted).
+"""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-from shockwave.policies.gavel.mechanism import AllocationInputs, GavelPolicy
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, GavelPolicy, Stateless
+
+
+def one_hot(inputs: AllocationInputs, placed: dict[int, str]) -> Allocation:
+    return {j: {t: 1.0 if placed.get(j) == t else 0.0 for t in inputs.gpu_types} for j in inputs.job_ids}
 
 
 class Fifo:
     name = "fifo"
+    heterogeneity_aware = False
 
-    def __init__(self) -> None:
-        self.running: list[int] = []
+    def __init__(self, seed: int = 0, *, reference_quirks: bool = False) -> None:
+        self.running: dict[int, str] = {}
+        self.rng = random.Random(seed)
+        self.reference_quirks = reference_quirks
 
-    def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        if self.reference_quirks:
+            self._allocate_as_the_reference(inputs)
+            return one_hot(inputs, self.running)
         active = set(inputs.job_ids)
-        self.running = [j for j in self.running if j in active]
-        free = inputs.gpus - sum(inputs.scale_factors[j] for j in self.running)
+        self.running = {j: t for j, t in self.running.items() if j in active}
+        free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
+        for j, t in self.running.items():
+            free[t] -= inputs.scale_factors[j]
         for j in inputs.job_ids:
             if j in self.running:
                 continue
-            if inputs.scale_factors[j] > free:
+            gang = inputs.scale_factors[j]
+            fits = [t for t in inputs.gpu_types if free[t] >= gang and inputs.throughputs[j][t] > 0]
+            if not fits:
                 break
-            self.running.append(j)
-            free -= inputs.scale_factors[j]
-        return {j: 1.0 if j in self.running else 0.0 for j in inputs.job_ids}
+            gpu_type = fits[self.rng.randrange(len(fits))] if len(fits) > 1 else fits[0]
+            self.running[j] = gpu_type
+            free[gpu_type] -= gang
+        return one_hot(inputs, self.running)
+
+    def _allocate_as_the_reference(self, inputs: AllocationInputs) -> None:
+        gangs, rates = inputs.scale_factors, inputs.throughputs
+        free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
+        queue = [j for j in inputs.job_ids if j not in self.running]
+        for j in sorted(self.running):
+            gpu_type = self.running[j]
+            if j in rates:
+                free[gpu_type] -= gangs[j]
+                continue
+            del self.running[j]
+            if queue and gangs[queue[0]] <= free[gpu_type] and rates[queue[0]][gpu_type] > 0:
+                head = queue.pop(0)
+                self.running[head] = gpu_type
+                free[gpu_type] -= gangs[head]
+        listed = sorted(t for t in inputs.gpu_types if free[t] > 0)
+        while queue and listed:
+            head = queue.pop(0)
+            fits = [i for i, t in enumerate(listed) if free[t] >= gangs[head]]
+            if not fits:
+                break
+            drawn = fits[self.rng.randrange(len(fits))]
+            gpu_type = listed[-1]
+            if rates[head][gpu_type] <= 0:
+                continue
+            self.running[head] = gpu_type
+            free[gpu_type] -= gangs[head]
+            if free[gpu_type] == 0:
+                listed.pop(drawn)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"running": list(self.running)}
+        return {"running": {str(j): t for j, t in self.running.items()}, "rng": list(self.rng.getstate()[1])}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.running = [int(j) for j in state["running"]]
+        self.running = {int(j): str(t) for j, t in state["running"].items()}
+        self.rng.setstate((3, tuple(int(v) for v in state["rng"]), None))
+
+
+class FifoPerf(Stateless):
+    name = "fifo_perf"
+
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
+        placed: dict[int, str] = {}
+        for j in inputs.job_ids:
+            gang, rates = inputs.scale_factors[j], inputs.throughputs[j]
+            fits = [t for t in inputs.gpu_types if free[t] >= gang]
+            if not fits:
+                break
+            fastest = max(fits, key=lambda t: rates[t])  # the first of equals: alphabetical, as the reference
+            if rates[fastest] <= 0:
+                continue
+            placed[j] = fastest
+            free[fastest] -= gang
+        return one_hot(inputs, placed)
 
 
 class FifoPolicy(GavelPolicy):
     """A strict queue: a job outside the allocation never takes GPUs, even idle ones."""
 
-    def __init__(self, *, min_realloc_interval_s: float = 1000.0) -> None:
-        super().__init__(Fifo(), min_realloc_interval_s=min_realloc_interval_s)
+    def __init__(
+        self,
+        *,
+        perf: bool = False,
+        min_realloc_interval_s: float = 1000.0,
+        seed: int = 0,
+        reference_quirks: bool = False,
+    ) -> None:
+        allocator = FifoPerf() if perf else Fifo(seed, reference_quirks=reference_quirks)
+        super().__init__(allocator, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
 
     def may_run(self, priority: float) -> bool:
         return priority > 0

@@ -1,11 +1,11 @@
-"""Themis finish-time fairness (spec §5): minimise max_j rho_j(x).
+"""Themis finish-time fairness (spec §3.3): minimise max_j rho_j(x).
 
-rho_j = (time since arrival + remaining_j / (thr_j x_j)) / (isolated-equivalent time so far + remaining_j / iso_j),
-iso_j = thr_j min(1, (G/m)/sf_j) is the rate on an equal 1/m share of the cluster, and the isolated-equivalent time
-accumulates progress between recomputes at the isolated rate then current. Written as the epigraph
-min t s.t. since_j + remaining_j inv_pos(thr_j x_j) <= t T_j, a second-order-cone program an open solver (ECOS)
-handles; the reference needed Gurobi for it. Jobs with nothing left bound t from below only. A failed solve falls
-back to the equal-share allocation, as in the reference.
+rho_j = (time since arrival + remaining_j / rate_j(x)) / (isolated-equivalent time so far + remaining_j / iso_j),
+with rate_j(x) = sum_t thr_jt x_jt and iso_j the rate at the isolated allocation (an equal 1/m share of every type
+for the gang, rows capped at 1); the isolated-equivalent time accumulates progress between recomputes at the
+isolated rate then current. Written as the epigraph min t s.t. since_j + remaining_j inv_pos(rate_j(x)) <= t T_j,
+a second-order-cone program an open solver (ECOS) handles; the reference needed Gurobi for it. Jobs with nothing
+left bound t from below only. A failed solve falls back to the isolated allocation, as in the reference.
 """
 
 from __future__ import annotations
@@ -16,12 +16,15 @@ import cvxpy as cp
 import numpy as np
 
 from shockwave.core.policy import int_ids, json_ids
-from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, column, solve
-from shockwave.policies.gavel.mechanism import AllocationInputs
+from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, isolated_allocation, solve
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 
 
 class FinishTimeFairness:
+    """Every type at the job's V100 throughput (the reference's heterogeneity-agnostic variant)."""
+
     name = "finish_time_fairness"
+    heterogeneity_aware = False
 
     def __init__(self) -> None:
         self.isolated_time: dict[int, float] = {}
@@ -40,10 +43,14 @@ class FinishTimeFairness:
         self.previous_remaining = int_ids(state["previous_remaining"], int)
         self.previous_iso_rate = int_ids(state["previous_iso_rate"], float)
 
-    def allocate(self, inputs: AllocationInputs) -> dict[int, float]:
-        share = inputs.gpus / len(inputs.job_ids)
-        iso_x = {j: (share / inputs.scale_factors[j]) / max(share / inputs.scale_factors[j], 1) for j in inputs.job_ids}
-        iso_rate = {j: inputs.throughputs[j] * iso_x[j] for j in inputs.job_ids}
+    def throughputs(self, inputs: AllocationInputs) -> np.ndarray:
+        return inputs.reference_throughput_matrix()
+
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        thr = self.throughputs(inputs)
+        iso_x = isolated_allocation(inputs)
+        iso_rates = np.sum(np.multiply(thr, iso_x), axis=1)
+        iso_rate = {j: float(iso_rates[i]) for i, j in enumerate(inputs.job_ids)}
         for j in inputs.job_ids:
             self.isolated_time.setdefault(j, 0.0)
             if j in self.previous_remaining:
@@ -52,19 +59,18 @@ class FinishTimeFairness:
         self.previous_remaining = dict(inputs.remaining_steps)
         self.previous_iso_rate = iso_rate
 
-        thr = column(inputs, inputs.throughputs)[:, 0]
         remaining = np.array([float(inputs.remaining_steps[j]) for j in inputs.job_ids])
         since = np.array([inputs.times_since_start[j] for j in inputs.job_ids])
         t_iso = np.array(
             [self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j] for j in inputs.job_ids]
         )
-        x = cp.Variable((len(inputs.job_ids), 1))
+        x = cp.Variable(thr.shape)
         t = cp.Variable()
-        constraints = base_constraints(x, column(inputs, inputs.scale_factors), inputs.gpus)
+        constraints = base_constraints(x, inputs)
         busy = remaining > 0
         if busy.any():
             rows = np.flatnonzero(busy)
-            rate = cp.multiply(thr[rows], x[rows, 0])
+            rate = cp.sum(cp.multiply(thr[rows], x[rows]), axis=1)
             constraints.append(since[rows] + cp.multiply(remaining[rows], cp.inv_pos(rate)) <= t * t_iso[rows])
         done = ~busy & (t_iso > 0)
         if done.any():
@@ -74,4 +80,14 @@ class FinishTimeFairness:
             solve(problem)
             return as_allocation(inputs, x)
         except SolverFailure:
-            return iso_x
+            return inputs.unflatten(iso_x)
+
+
+class FinishTimeFairnessPerf(FinishTimeFairness):
+    """Every type at the job's own throughput there."""
+
+    name = "finish_time_fairness_perf"
+    heterogeneity_aware = True
+
+    def throughputs(self, inputs: AllocationInputs) -> np.ndarray:
+        return inputs.throughput_matrix()

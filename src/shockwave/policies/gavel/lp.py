@@ -1,4 +1,5 @@
-"""The LP scaffold Gavel-style allocators share: x (jobs x 1) with x >= 0, sum_j sf_j x_j <= G, x_j <= 1.
+"""The LP scaffold Gavel-style allocators share: x (jobs x GPU types) with x >= 0, sum_j sf_j x_jt <= G_t for every
+type t, sum_t x_jt <= 1 for every job.
 
 Expressions are built in the reference's shape and order and solved with ECOS, whose interior point picks among
 tied optima; that choice decides round priorities, so keeping it is what makes the published baselines reproduce.
@@ -12,7 +13,7 @@ import warnings
 import cvxpy as cp
 import numpy as np
 
-from shockwave.policies.gavel.mechanism import AllocationInputs
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 
 SOLVER = "ECOS"
 log = logging.getLogger(__name__)
@@ -22,12 +23,26 @@ class SolverFailure(RuntimeError):
     """The solver returned no allocation."""
 
 
-def column(inputs: AllocationInputs, values: dict[int, float] | dict[int, int]) -> np.ndarray:
-    return np.array([[float(values[j])] for j in inputs.job_ids])
+def base_constraints(x: cp.Variable, inputs: AllocationInputs) -> list[cp.Constraint]:
+    sf = inputs.scale_factor_matrix()
+    return [x >= 0, cp.sum(cp.multiply(sf, x), axis=0) <= list(inputs.gpus_by_type), cp.sum(x, axis=1) <= 1]
 
 
-def base_constraints(x: cp.Variable, scale_factors: np.ndarray, gpus: int) -> list[cp.Constraint]:
-    return [x >= 0, cp.sum(cp.multiply(scale_factors, x), axis=0) <= [gpus], cp.sum(x, axis=1) <= 1]
+def proportional_throughputs(inputs: AllocationInputs, throughputs: np.ndarray) -> np.ndarray:
+    """Each job's throughput under an equal split of every type (x_jt = G_t / G, spec §3.2), the max-min normaliser.
+    Built as the reference builds it (G_t / m, divided by the largest row sum), so the LP's data are its bits."""
+    m = len(inputs.job_ids)
+    x = np.array([[g / m for g in inputs.gpus_by_type] for _ in range(m)])
+    x = x / np.sum(x, axis=1).max()
+    return np.sum(np.multiply(throughputs, x), axis=1).reshape((m, 1))
+
+
+def isolated_allocation(inputs: AllocationInputs) -> np.ndarray:
+    """An equal 1/m share of every type for each job's gang (x_jt = (G_t / m) / sf_j, rows capped at 1): Themis's
+    and Gandiva's "isolated" baseline (spec §3.2)."""
+    m = len(inputs.job_ids)
+    x = np.array([[g / m / inputs.scale_factors[j] for g in inputs.gpus_by_type] for j in inputs.job_ids])
+    return x / np.maximum(np.sum(x, axis=1), 1.0).reshape((m, 1))
 
 
 def solve(problem: cp.Problem) -> None:
@@ -42,8 +57,7 @@ def solve(problem: cp.Problem) -> None:
         log.debug("ECOS returned an inaccurate optimum (%d variables)", problem.size_metrics.num_scalar_variables)
 
 
-def as_allocation(inputs: AllocationInputs, x: cp.Variable) -> dict[int, float]:
+def as_allocation(inputs: AllocationInputs, x: cp.Variable) -> Allocation:
     if x.value is None:
         raise SolverFailure("the solver returned no allocation")
-    values = x.value.clip(min=0.0).clip(max=1.0)
-    return {j: float(values[i][0]) for i, j in enumerate(inputs.job_ids)}
+    return inputs.unflatten(x.value.clip(min=0.0).clip(max=1.0))
