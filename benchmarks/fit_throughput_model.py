@@ -1,12 +1,14 @@
-"""Fit the built-in throughput model's constants to a public V100 throughput table and report its errors.
+"""Fit the built-in throughput model's constants to public throughput tables and report its errors per GPU type.
 
-    python benchmarks/fit_throughput_model.py [TABLE.json] [--wisr WISR.json]
+    python benchmarks/fit_throughput_model.py [TABLE.json] [--wisr WISR.json] [--gavel GAVEL.json]
 
-Fits each family of `shockwave.workload_model.builtin_throughput` by least squares on log throughput (relative error) to
-the isolated ("null") v100 entries of TABLE (default: ../shared/reference/throughputs/tacc_throughputs.json beside
-the project, the table the canonical trace was made with), prints the rounded constants as a Python dict to paste
-into V100_CONSTANTS, and the median / worst relative error of those rounded constants per family vs TABLE and vs the
-wisr table. Deterministic: fixed starting point, no randomness.
+Fits each family of `shockwave.workload_model.builtin_throughput` by least squares on log throughput (relative error):
+v100 to the isolated ("null") v100 entries of TABLE (default: ../shared/reference/throughputs/tacc_throughputs.json
+beside the project, the table the canonical trace was made with), p100 and k80 to those of GAVEL (default:
+../shared/reference/gavel/simulation_throughputs.json). Prints the rounded constants as Python dicts to paste into
+V100_CONSTANTS, P100_CONSTANTS and K80_CONSTANTS, and per type the median / worst relative error of those rounded
+constants per family (v100 also vs the wisr table). Families measured at one batch size only (A3C, CycleGAN) are not
+fitted. Deterministic: fixed starting point, no randomness.
 """
 
 from __future__ import annotations
@@ -24,14 +26,21 @@ from shockwave.workload_model.throughput import TableThroughputs
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TABLE = ROOT / ".." / "shared" / "reference" / "throughputs" / "tacc_throughputs.json"
+DEFAULT_GAVEL = ROOT / ".." / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
+GAVEL_FITTED_TYPES = ("p100", "k80")
+"""Types fitted to Gavel's table; v100 is fitted to TABLE."""
 SIGNIFICANT_DIGITS = 3
 
 Entries = dict[tuple[str, int, int], float]
 
 
+def read_entries(path: str | Path, gpu_type: str) -> Entries:
+    """(model, batch size, gpus) -> it/s from a table's "null" entries of one GPU type (zeros dropped)."""
+    return TableThroughputs.from_json(path).entries(gpu_type)
+
+
 def read_v100(path: str | Path) -> Entries:
-    """(model, batch size, gpus) -> it/s from a table's v100 "null" entries (zeros, i.e. not measured, dropped)."""
-    return TableThroughputs.from_json(path).entries("v100")
+    return read_entries(path, "v100")
 
 
 def _round(x: float) -> float:
@@ -76,31 +85,31 @@ def fit_family(points: Mapping[tuple[int, int], float]) -> dict[str, float]:
 
 
 def fit(entries: Entries) -> dict[str, dict[str, float]]:
-    """Rounded constants for every family in `entries`, in name order."""
-    families = sorted({m for m, _, _ in entries})
+    """Rounded constants for every family in `entries` measured at two batch sizes or more, in name order."""
+    families = sorted(f for f in {m for m, _, _ in entries} if len({b for m, b, _ in entries if m == f}) > 1)
     return {f: fit_family({(b, g): v for (m, b, g), v in entries.items() if m == f}) for f in families}
 
 
-def relative_errors(model: BuiltinThroughputs, entries: Entries) -> dict[str, list[float]]:
-    """Family -> |model / table - 1| over the table's entries that the model answers."""
+def relative_errors(model: BuiltinThroughputs, entries: Entries, gpu_type: str = "v100") -> dict[str, list[float]]:
+    """Family -> |model / table - 1| over the table's entries (of `gpu_type`) that the model answers."""
     out: dict[str, list[float]] = {}
     for (m, b, g), v in sorted(entries.items()):
-        if m in model.constants:
-            out.setdefault(m, []).append(abs(model.throughput(m, b, g) / v - 1.0))
+        if m in model.constants.get(gpu_type, {}):
+            out.setdefault(m, []).append(abs(model.throughput(m, b, g, gpu_type) / v - 1.0))
     return out
 
 
-def _format_constants(constants: Mapping[str, Mapping[str, float]]) -> str:
+def _format_constants(gpu_type: str, constants: Mapping[str, Mapping[str, float]]) -> str:
     rows = []
     for family, k in constants.items():
         values = ", ".join(f'"{name}": {value!r}' for name, value in k.items())
         rows.append(f'    "{family}": {{{values}}},')
-    return "V100_CONSTANTS: dict[str, dict[str, float]] = {\n" + "\n".join(rows) + "\n}"
+    return f"{gpu_type.upper()}_CONSTANTS: dict[str, dict[str, float]] = {{\n" + "\n".join(rows) + "\n}"
 
 
-def error_rows(model: BuiltinThroughputs, tables: Mapping[str, Entries]) -> list[list[str]]:
+def error_rows(model: BuiltinThroughputs, tables: Mapping[str, Entries], gpu_type: str = "v100") -> list[list[str]]:
     """One row per family and an overall row: n, then median and worst relative error (%) against each table."""
-    errors = {name: relative_errors(model, entries) for name, entries in tables.items()}
+    errors = {name: relative_errors(model, entries, gpu_type) for name, entries in tables.items()}
     families = sorted({f for per_family in errors.values() for f in per_family})
     rows = []
     for label in [*families, "overall"]:
@@ -118,7 +127,7 @@ def disagreement(a: Entries, b: Entries) -> tuple[float, float]:
     return statistics.median(e), max(e)
 
 
-def _print_table(headers: list[str], rows: list[list[str]]) -> None:
+def _print_table(headers: list[str], rows: list[list[str]], title: str) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
@@ -127,7 +136,7 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
         for row in rows:
             print("\t".join(row))
         return
-    table = Table(title="built-in model: relative error of throughput (%)")
+    table = Table(title=title)
     for i, header in enumerate(headers):
         table.add_column(header, justify="left" if i == 0 else "right", no_wrap=True)
     for row in rows:
@@ -137,24 +146,35 @@ def _print_table(headers: list[str], rows: list[list[str]]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("table", nargs="?", type=Path, default=DEFAULT_TABLE, help="table to fit (Gavel JSON)")
-    parser.add_argument("--wisr", type=Path, default=None, help="second table to report (default: beside TABLE)")
+    parser.add_argument("table", nargs="?", type=Path, default=DEFAULT_TABLE, help="table to fit v100 to (Gavel JSON)")
+    parser.add_argument("--wisr", type=Path, default=None, help="second v100 table to report (default: beside TABLE)")
+    parser.add_argument("--gavel", type=Path, default=DEFAULT_GAVEL, help="table to fit p100 and k80 to (Gavel JSON)")
     args = parser.parse_args(argv)
     wisr = args.wisr or args.table.parent / "wisr_throughputs.json"
 
-    fitted = read_v100(args.table)
-    constants = fit(fitted)
-    print(f"# fitted to v100 'null' entries of {args.table.name}, least squares on log throughput")
-    print(_format_constants(constants))
+    fitted = {"v100": read_v100(args.table)}
+    if args.gavel.exists():
+        fitted |= {gpu_type: read_entries(args.gavel, gpu_type) for gpu_type in GAVEL_FITTED_TYPES}
+    else:
+        print(f"# {args.gavel} not found: p100 and k80 not fitted")
+    constants = {gpu_type: fit(entries) for gpu_type, entries in fitted.items()}
+    model = BuiltinThroughputs(constants)
+    for gpu_type, per_family in constants.items():
+        source = args.table if gpu_type == "v100" else args.gavel
+        print(f"# fitted to {gpu_type} 'null' entries of {source.name}, least squares on log throughput")
+        print(_format_constants(gpu_type, per_family))
 
-    tables = {args.table.stem.removesuffix("_throughputs"): fitted}
-    if wisr.exists() and wisr.resolve() != args.table.resolve():
-        tables["wisr"] = read_v100(wisr)
-    headers = ["family"] + [f"{t} {col}" for t in tables for col in ("n", "median", "worst")]
-    _print_table(headers, error_rows(BuiltinThroughputs(constants), tables))
-    if "wisr" in tables:
-        median, worst = disagreement(fitted, tables["wisr"])
-        print(f"wisr vs {args.table.name} itself: median {100 * median:.1f}%, worst {100 * worst:.1f}%")
+    for gpu_type, entries in fitted.items():
+        source = args.table if gpu_type == "v100" else args.gavel
+        tables = {source.stem.removesuffix("_throughputs"): entries}
+        if gpu_type == "v100" and wisr.exists() and wisr.resolve() != args.table.resolve():
+            tables["wisr"] = read_v100(wisr)
+        headers = ["family"] + [f"{t} {col}" for t in tables for col in ("n", "median", "worst")]
+        title = f"built-in model on {gpu_type}: relative error of throughput (%)"
+        _print_table(headers, error_rows(model, tables, gpu_type), title)
+        if "wisr" in tables:
+            median, worst = disagreement(entries, tables["wisr"])
+            print(f"wisr vs {args.table.name} itself: median {100 * median:.1f}%, worst {100 * worst:.1f}%")
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from shockwave.workload_model.throughput import TableThroughputs, load_throughputs
 from shockwave.workload_model.trace import catalog_job, write_trace
 
 Row = tuple[str, int, int, int, float]
@@ -40,4 +42,29 @@ they are still running at the first round boundary after the arrivals however fa
 
 def write_runtime_trace(path: Path, jobs: list[Row] = JOBS) -> Path:
     write_trace([catalog_job(m, bs, gang, steps, "static", arrival) for m, bs, gang, steps, arrival in jobs], path)
+    return path
+
+
+TYPED_JOBS: list[Row] = [
+    ("ResNet-18", 32, 1, 800, 0.0),
+    ("LM", 20, 2, 800, 0.0),
+    ("Transformer", 32, 1, 400, 1.0),
+    ("Recommendation", 2048, 1, 1500, 1.0),
+    ("LM", 10, 1, 1000, 2.0),
+]
+"""Gangs of 1 and 2 only, for clusters of 2 GPUs per type; 6 GPUs of gangs on 4 GPUs."""
+
+K80_SPEED = {"ResNet-18": 0.3, "ResNet-50": 0.3, "Transformer": 0.4, "LM": 0.6, "Recommendation": 0.9}
+"""A job's K80 rate as a fraction of its V100 rate: types differ, and by how much differs by model."""
+
+
+def write_typed_throughputs(path: Path, jobs: list[Row]) -> Path:
+    """A V100 and K80 throughput table for `jobs`: the built-in model's V100 rates, K80 ones `K80_SPEED` of them."""
+    builtin = load_throughputs(None)
+    table = {}
+    for model, bs, gang, _, _ in jobs:
+        rate = builtin.throughput(model, bs, gang)
+        table[("v100", model, bs, gang)] = rate
+        table[("k80", model, bs, gang)] = rate * K80_SPEED[model]
+    path.write_text(json.dumps(TableThroughputs(table, "typed").to_json()))
     return path

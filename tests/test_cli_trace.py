@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import CANONICAL_TRACE, shockwave
+from conftest import CANONICAL_TRACE, require_reference, shockwave
 
 
 def test_version_and_help() -> None:
@@ -95,3 +95,66 @@ def test_missing_files_are_clear_errors(tmp_path: Path) -> None:
     assert result.returncode == 2 and "throughput file not found" in result.stderr
     result = shockwave("trace", "generate", "--gpu-mix", "a,b", "-o", tmp_path / "x.trace")
     assert result.returncode == 2 and "--gpu-mix" in result.stderr
+
+
+GAVEL_LINES = (
+    "ResNet-50 (batch size 64)\tpython3 main.py -b 64 %s/imagenet/\timage_classification/imagenet\t--num_minibatches\t"
+    "1\t2931\t1\t1\t-1.000000\t0\n"
+    "A3C\tpython3 main.py --env PongDeterministic-v4\trl\t--max-steps\t0\t60000\t1\t5\t-1.000000\t30\n"
+)
+
+
+def test_convert_gavel_to_gavel_keeps_the_bytes(tmp_path: Path) -> None:
+    source = tmp_path / "g.trace"
+    source.write_text(GAVEL_LINES)
+    result = shockwave("trace", "convert", source, "--format", "gavel", "-o", tmp_path / "out.trace")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "out.trace").read_text() == GAVEL_LINES
+    assert "wrote 2 jobs" in result.stderr and "from Gavel's 10-column format" in result.stderr
+
+
+def test_convert_ours_to_gavel_and_back(tmp_path: Path, canonical_trace: Path) -> None:
+    gavel = shockwave("trace", "convert", canonical_trace, "--format", "gavel", cwd=tmp_path)
+    assert gavel.returncode == 0, gavel.stderr
+    written = tmp_path / f"{canonical_trace.stem}.gavel.trace"
+    assert {len(line.split("\t")) for line in written.read_text().splitlines()} == {10}
+    assert "116 adaptive job(s) written without their mode and duration" in gavel.stderr
+    back = shockwave("trace", "convert", written, "--format", "shockwave", "-o", tmp_path / "ours.trace")
+    assert back.returncode == 0, back.stderr
+    ours = [line.split("\t") for line in (tmp_path / "ours.trace").read_text().splitlines()]
+    original = [line.split("\t") for line in canonical_trace.read_text().splitlines()]
+    assert [r[:7] + r[8:10] + r[11:] for r in ours] == [r[:7] + r[8:10] + r[11:] for r in original]
+    assert {(r[7], r[10]) for r in ours} == {("static", "0")}
+
+
+def test_convert_refuses_unknown_formats_and_overwriting_its_input(tmp_path: Path) -> None:
+    source = tmp_path / "g.trace"
+    source.write_text(GAVEL_LINES)
+    result = shockwave("trace", "convert", source, "--format", "gavel-msr")
+    assert result.returncode == 2 and "unknown --format 'gavel-msr'; choose shockwave or gavel" in result.stderr
+    result = shockwave("trace", "convert", source, "--format", "gavel", "-o", source)
+    assert result.returncode == 2 and "would overwrite the trace being converted" in result.stderr
+    assert source.read_text() == GAVEL_LINES
+    bad = tmp_path / "bad.trace"
+    bad.write_text(GAVEL_LINES.replace("\t2931\t", "\tmany\t"))
+    result = shockwave("trace", "convert", bad, "--format", "shockwave", "-o", tmp_path / "x.trace")
+    assert result.returncode == 2 and f"{bad}:1: field 'total_steps': expected an integer" in result.stderr
+    assert not (tmp_path / "x.trace").exists()
+
+
+def test_check_of_an_msr_trace_lists_the_estimated_throughputs(reference: Path) -> None:
+    trace = require_reference("gavel", "traces", "msr_seed0", "2869ce.trace")
+    table = require_reference("gavel", "simulation_throughputs.json")
+    result = shockwave("trace", "check", trace, "--throughputs", table, "--cluster", "v100:32,p100:32,k80:32", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["summary"]["jobs"] == 533 and data["summary"]["modes"] == {"static": 533}
+    estimated = data["estimated"]
+    assert {e["gpu_type"] for e in estimated} == {"v100", "p100", "k80"}
+    a3c = [e for e in estimated if (e["model"], e["gpus"], e["gpu_type"]) == ("A3C", 32, "k80")]
+    assert [e["basis"] for e in a3c] == ["the table's 1-GPU rate: does not train distributed"]
+    readable = shockwave("trace", "check", trace, "--throughputs", table)
+    assert readable.returncode == 0, readable.stderr
+    assert "throughput(s) estimated on v100: not in" in readable.stdout
+    strict = shockwave("trace", "check", trace)  # the built-in model knows no A3C or CycleGAN
+    assert strict.returncode == 2 and "unknown model: no throughput for A3C" in strict.stderr

@@ -7,6 +7,7 @@ with 60 s at each recompute) unless a case says otherwise.
 
 from __future__ import annotations
 
+import random
 from functools import cache
 from typing import Any
 
@@ -61,10 +62,18 @@ class FixedAllocator:
 class Harness:
     """A policy, a view on `gpus` v100s and a clock the test moves; `plan()` returns the planned job ids."""
 
-    def __init__(self, policy: GavelPolicy, gpus: int = 4, round_seconds: float = 120.0, start_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        policy: GavelPolicy,
+        gpus: int = 4,
+        round_seconds: float = 120.0,
+        start_s: float = 0.0,
+        cluster: ClusterSpec | None = None,
+    ) -> None:
         self.now = start_s
         self.policy = policy
-        self.view = SchedulerView(time=lambda: self.now, round_seconds=round_seconds, cluster=ClusterSpec.of(gpus))
+        cluster = cluster or ClusterSpec.of(gpus)
+        self.view = SchedulerView(time=lambda: self.now, round_seconds=round_seconds, cluster=cluster)
 
     def add(self, *jobs: JobState) -> None:
         for job in jobs:
@@ -78,9 +87,12 @@ class Harness:
         self.policy.round_executed(self.view, self.view.jobs[job_id], seconds, 1)
 
     def plan(self) -> list[int]:
+        return [job for job, _ in self.typed_plan()]
+
+    def typed_plan(self) -> list[tuple[int, str]]:
         plan = self.policy.plan(self.view)
         validate_plan(plan, self.view.cluster, self.view.jobs, self.policy.name)
-        return plan.job_ids
+        return [(a.jobs[0], a.gpu_type) for a in plan.assignments]
 
 
 def gavel(*allocations: dict[int, float], interval: float = 1000.0) -> tuple[GavelPolicy, FixedAllocator]:
@@ -324,6 +336,68 @@ def test_the_same_allocation_without_fifos_rule_fills_idle_gpus() -> None:
     h.add(make_job(0, gang=2), make_job(1, gang=4), make_job(2, gang=1))
     # job 0 (priority 3), then 1 (4 GPUs > 2 left: skipped), then 2 (x = 0, in the allocation, fits)
     assert h.plan() == [0, 2]
+
+
+# -- several GPU types (spec §4.3) ----------------------------------------------------------------------------------
+class TypedAllocator(FixedAllocator):
+    """One allocation by job and type, for a policy that is (or is not) heterogeneity-aware."""
+
+    def __init__(self, allocation: dict[int, dict[str, float]], *, aware: bool = True) -> None:
+        super().__init__()
+        self.allocation, self.heterogeneity_aware = allocation, aware
+
+    def allocate(self, inputs: AllocationInputs) -> dict[int, dict[str, float]]:
+        return {j: x for j, x in self.allocation.items() if j in inputs.job_ids}
+
+
+def typed_harness(
+    allocation: dict[int, dict[str, float]], cluster: str, *, aware: bool = True, seed: int = 0
+) -> Harness:
+    return Harness(GavelPolicy(TypedAllocator(allocation, aware=aware), seed=seed), cluster=ClusterSpec.parse(cluster))
+
+
+def typed_job(job_id: int, **rates: float) -> JobState:
+    spec = catalog_job("ResNet-18", 32, 1, 1563, "static", 0.0)
+    return JobState.admit(job_id, spec, _profile(1), rates=rates)
+
+
+def test_queues_are_taken_v100_then_p100_then_k80() -> None:
+    h = typed_harness({0: {"k80": 1.0}, 1: {"p100": 1.0}, 2: {"v100": 1.0}}, "k80:1,p100:1,v100:1")
+    h.add(*(typed_job(j, k80=1.0, p100=2.0, v100=3.0) for j in range(3)))
+    assert h.typed_plan() == [(2, "v100"), (1, "p100"), (0, "k80")]
+
+
+def test_a_job_goes_to_the_first_type_whose_queue_reaches_it() -> None:
+    # fractions all 1/2 after the reseed: on v100, priorities 0.6 / 0.5 = 1.2 (job 0) and 0.8 (job 1): job 0 takes
+    # the v100; on k80 job 1 (1.2) comes first
+    h = typed_harness({0: {"v100": 0.6, "k80": 0.4}, 1: {"v100": 0.4, "k80": 0.6}}, "v100:1,k80:1")
+    h.add(typed_job(0, k80=1.0, v100=4.0), typed_job(1, k80=1.0, v100=4.0))
+    assert h.typed_plan() == [(0, "v100"), (1, "k80")]
+    # the time run is credited to the type the job ran on: k80's records move, v100's do not
+    h.ran(1, 100.0)
+    assert h.policy.job_time["k80"] == {0: 60.0, 1: 160.0} and h.policy.worker_time["k80"] == 220.0
+    assert h.policy.job_time["v100"] == {0: 60.0, 1: 60.0} and h.policy.worker_time["v100"] == 120.0
+
+
+def test_a_type_the_job_cannot_run_on_is_passed_over() -> None:
+    h = typed_harness({0: {"v100": 0.9, "k80": 0.1}}, "v100:1,k80:1")
+    h.add(typed_job(0, k80=1.0))  # no v100 rate at all
+    assert h.typed_plan() == [(0, "k80")]
+
+
+def test_agnostic_policies_shuffle_the_type_order_every_round_with_seed_plus_5() -> None:
+    h = typed_harness({0: {"v100": 0.5, "k80": 0.5}}, "k80:1,v100:1", aware=False, seed=7)
+    h.add(typed_job(0, k80=1.0, v100=1.0))
+    shuffler, landed = random.Random(12), []
+    for _ in range(12):
+        order = ["v100", "k80"]
+        shuffler.shuffle(order)
+        landed.append(order[0])
+    assert [h.typed_plan()[0][1] for _ in range(12)] == landed
+    assert set(landed) == {"v100", "k80"}
+    aware = typed_harness({0: {"v100": 0.5, "k80": 0.5}}, "k80:1,v100:1", seed=7)
+    aware.add(typed_job(0, k80=1.0, v100=1.0))
+    assert {aware.typed_plan()[0][1] for _ in range(12)} == {"v100"}
 
 
 # -- validate_plan: every refusal ----------------------------------------------------------------------------------

@@ -328,8 +328,9 @@ def test_a_changed_file_is_loaded_again(tmp_path: Path) -> None:
 def test_every_built_in_policy_declares_its_parameters() -> None:
     for name, info in POLICIES.items():
         assert info.help and all(p.help for p in info.params)
-        expected = {"shockwave": ["config"], "fifo": ["min_realloc_interval_s", "seed", "reference_quirks"]}.get(
-            name, ["min_realloc_interval_s", "seed"]
+        quirks = ["min_realloc_interval_s", "seed", "reference_quirks"]
+        expected = {"shockwave": ["config"], "fifo": quirks, "finish_time_fairness": quirks}.get(
+            name, quirks if name == "finish_time_fairness_perf" else ["min_realloc_interval_s", "seed"]
         )
         assert [p.name for p in info.params] == expected
     assert policy_params("gavel")["min_realloc_interval_s"] == INTERVAL and INTERVAL.default == 1000.0

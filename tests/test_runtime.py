@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import shockwave
-from runtime_trace import write_runtime_trace
+from runtime_trace import TYPED_JOBS, write_runtime_trace, write_typed_throughputs
 from shockwave import lease as client
 from shockwave.core.clock import Clock, VirtualClock
 from shockwave.errors import InputError
@@ -155,7 +155,7 @@ def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: 
     assert json.loads((tmp_path / "batch_sizes.json").read_text())["5"] == [40]
     record = Journal(tmp_path / "journal.sqlite").jobs()[5]
     assert record.status == "done" and record.steps == record.total_steps == expected.total_steps
-    assert set(record.rates) <= {"10", "40"} and "10" in record.rates
+    assert set(record.rates) == {"v100"} and set(record.rates["v100"]) <= {"10", "40"} and "10" in record.rates["v100"]
 
 
 def test_a_crashed_job_restarts_from_its_checkpoint(trace: Path, tmp_path: Path) -> None:
@@ -280,6 +280,191 @@ def test_journal_misuse_is_an_input_error(trace: Path, tmp_path: Path) -> None:
         run(request(trace, tmp_path), lambda req: FakeBackend(4))
     with pytest.raises(InputError, match="needs 4 GPUs"):
         run(request(trace, tmp_path / "small", gpus=2), lambda req: FakeBackend(2))
+
+
+# -- GPU types ---------------------------------------------------------------------------------------------------------
+TYPED = {"v100": 2, "k80": 2}
+TYPED_RATES = {"v100": RATE, "k80": RATE / 2}
+
+
+@pytest.fixture
+def typed(tmp_path: Path) -> dict[str, Path]:
+    """A trace of gangs of 1 and 2 and a table where K80s are slower than V100s, by a factor that depends on the
+    model."""
+    return {
+        "trace": write_runtime_trace(tmp_path / "typed.trace", TYPED_JOBS),
+        "throughputs": write_typed_throughputs(tmp_path / "typed.json", TYPED_JOBS),
+    }
+
+
+def typed_request(
+    typed: dict[str, Path], out: Path, policy: str = "max_min_fairness_perf", **changes: object
+) -> RunRequest:
+    """The typed trace and table on V100s and K80s, two of each (unless `changes` say otherwise)."""
+    return request(
+        typed["trace"], out, policy, **{"cluster": "v100:2,k80:2", "throughputs": typed["throughputs"]} | changes
+    )
+
+
+def leases_by_job(backend: FakeBackend) -> dict[int, list[str]]:
+    types: dict[int, list[str]] = {}
+    for launch in backend.launches:
+        types.setdefault(launch.job_id, []).append(launch.gpu_type)
+    return types
+
+
+def test_a_run_on_two_gpu_types_puts_every_lease_on_the_type_its_plan_names(
+    typed: dict[str, Path], tmp_path: Path
+) -> None:
+    fake = FakeBackend(TYPED, steps_per_s=TYPED_RATES)
+    result = run(typed_request(typed, tmp_path), lambda req: fake)
+    assert result["unfinished_jobs"] == [] and result["cluster"] == "v100:2,k80:2" and result["gpus"] == 4
+    assert fake.refused == []  # the plans fit each type's pool, and kept or moved jobs never overfilled one
+    planned = leases_by_job(fake)
+    assert {t for types in planned.values() for t in types} == {"v100", "k80"}
+    journal = Journal(tmp_path / "journal.sqlite").jobs()
+    for job_id, record in journal.items():
+        assert record.gpu_types == planned[job_id]  # as the backend granted them, lease by lease
+        assert result["jobs"][job_id]["gpu_types"] == record.gpu_types
+        assert set(record.rates) == set(record.gpu_types)  # measured on each type it ran on, and only there
+        for gpu_type, by_size in record.rates.items():
+            assert by_size[str(TYPED_JOBS[job_id][1])] == pytest.approx(TYPED_RATES[gpu_type], rel=0.3)
+        assert sum(record.run_seconds_by_type.values()) == pytest.approx(record.run_seconds)
+    assert set(result["utilization_by_type"]) == {"v100", "k80"}
+    assert all(0 < u <= 1 for u in result["utilization_by_type"].values())
+    table = json.loads((tmp_path / "measured_throughputs.json").read_text())
+    assert set(table) == {"v100", "k80"}
+    args = replay_arguments(tmp_path, result)
+    assert args[args.index("--cluster") + 1] == "v100:2,k80:2"
+    replayed = shockwave("simulate", *args, "--json")
+    assert replayed.returncode == 0, replayed.stderr
+    assert json.loads(replayed.stdout)["unfinished_jobs"] == []
+
+
+MOVING = """
+from shockwave.core.plan import Assignment, RoundPlan
+from shockwave.core.policy import Policy
+
+
+class Moving(Policy):
+    \"\"\"Every job on the other type each round (as room allows): every kept job moves.\"\"\"
+
+    plans_gpu_types = True
+
+    def plan(self, view):
+        free = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
+        planned = []
+        for job in view.jobs.values():
+            gpu_type = view.cluster.types[(view.round_index + job.id) % 2]
+            if free[gpu_type] >= job.scale_factor:
+                free[gpu_type] -= job.scale_factor
+                planned.append(Assignment((job.id,), gpu_type, job.scale_factor))
+        return RoundPlan(tuple(planned))
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+"""
+
+
+def test_a_running_job_planned_on_another_type_moves_there(typed: dict[str, Path], tmp_path: Path) -> None:
+    """A lease is extended only on the type it holds: a job the plan puts on the other type checkpoints, leaves its
+    GPUs and starts again on the new type's (else it would hold GPUs the plan gave another job)."""
+    policy = tmp_path / "moving.py"
+    policy.write_text(MOVING)
+    fake = FakeBackend(TYPED, steps_per_s=TYPED_RATES)
+    result = run(typed_request(typed, tmp_path / "out", policy=f"{policy}:Moving"), lambda req: fake)
+    assert result["unfinished_jobs"] == [] and fake.refused == []
+    moved = [types for types in leases_by_job(fake).values() if len(set(types)) == 2]
+    assert moved and sum(job["preemptions"] for job in result["jobs"]) > 0
+
+
+def test_rates_measured_on_one_type_carry_the_table_s_ratio_to_the_others(
+    typed: dict[str, Path], tmp_path: Path
+) -> None:
+    """Real rates are not the table's: a job measured on V100s only is seen on K80s at its measured rate times the
+    table's K80/V100 ratio, not at the table's K80 rate; a measured type keeps its measured rate. The policy's view
+    survives a scheduler's death, and the resumed run keeps the types."""
+    from runtime_trace import K80_SPEED
+
+    journal_path = tmp_path / "journal.sqlite"
+    clock = VirtualClock()
+    with pytest.raises(KeyboardInterrupt):
+        run(typed_request(typed, tmp_path), lambda req: DyingScheduler(TYPED, 1, clock))
+    _, jobs, profiles = load_workload(tmp_path / "trace.scaled.trace", typed["throughputs"])
+    policy = make_policy("max_min_fairness_perf")
+    snapshot = Snapshot.loads(Journal(journal_path).snapshot(), policy, jobs, profiles, journal_path)
+    records = Journal(journal_path).jobs()
+    checked = 0
+    for job_id, state in snapshot.jobs.items():
+        measured = {t: r[str(state.batch_size)] for t, r in records[job_id].rates.items()}
+        for gpu_type, rate in measured.items():
+            assert state.rates[gpu_type] == pytest.approx(rate)
+        if set(measured) == {"v100"}:
+            speed = K80_SPEED[TYPED_JOBS[job_id][0]]
+            assert state.rates["k80"] == pytest.approx(measured["v100"] * speed)
+            checked += 1
+    assert checked
+    resumed = FakeBackend(TYPED, steps_per_s=TYPED_RATES, clock=clock)
+    result = run(request(typed["trace"], tmp_path, resume=True), lambda req: resumed)
+    assert result["unfinished_jobs"] == [] and result["cluster"] == "v100:2,k80:2" and resumed.refused == []
+    assert {launch.gpu_type for launch in resumed.launches} <= {"v100", "k80"}
+    after = Journal(journal_path).jobs()
+    for job_id, types in leases_by_job(resumed).items():  # the resumed run's leases follow the killed run's
+        assert after[job_id].gpu_types == records[job_id].gpu_types + types
+
+
+def test_a_policy_of_one_type_is_refused_a_cluster_of_several_before_anything_starts(
+    typed: dict[str, Path], tmp_path: Path
+) -> None:
+    policy = tmp_path / "one_type.py"
+    policy.write_text(MOVING.replace("plans_gpu_types = True", "name = 'one_type'"))
+
+    def backend(req: RunRequest) -> FakeBackend:
+        raise AssertionError("no backend is started for a run that cannot go")
+
+    with pytest.raises(InputError, match=r"policy 'one_type' schedules one GPU type; the cluster v100:2,k80:2 has 2"):
+        run(typed_request(typed, tmp_path / "out", policy=f"{policy}:Moving"), backend)
+
+
+def test_a_gpu_type_no_job_can_run_on_is_one_clear_error(typed: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"knows no job of the trace on 'tpu9' GPUs"):
+        run(typed_request(typed, tmp_path, cluster="v100:2,tpu9:2"), lambda req: FakeBackend(4))
+    table = json.loads(typed["throughputs"].read_text())
+    del table["k80"][str(("LM (batch size 20)", 2))]  # job 1's gang of 2 is known on V100s only, and fits none
+    narrow = tmp_path / "narrow.json"
+    narrow.write_text(json.dumps(table))
+    with pytest.raises(InputError, match=r"job 1 \(LM, batch size 20, gang of 2\) can run on no GPU type"):
+        run(
+            typed_request(typed, tmp_path / "small", cluster="k80:2,v100:1", throughputs=narrow),
+            lambda req: FakeBackend(3),
+        )
+    cli = shockwave(
+        *("run", "--out", tmp_path / "cli", "--trace", typed["trace"], "--policy", "max_min_fairness_perf"),
+        *("--cluster", "v100:2,tpu9:2", "--throughputs", typed["throughputs"]),
+    )
+    assert cli.returncode == 2 and "knows no job of the trace on 'tpu9'" in cli.stderr
+    assert "Traceback" not in cli.stderr
+
+
+def test_a_journal_from_before_gpu_types_resumes_on_its_one_type(tmp_path: Path) -> None:
+    """Its records kept rates by batch size alone, and its settings the one type by name."""
+    from shockwave.runtime.run import _resumed
+
+    journal = Journal(tmp_path / "journal.sqlite")
+    with journal.db as db:
+        db.execute("INSERT INTO settings VALUES (?, ?)", ("gpu_type", json.dumps("k80")))
+        db.execute("INSERT INTO settings VALUES (?, ?)", ("gpus", json.dumps(4)))
+        db.execute("INSERT INTO settings VALUES (?, ?)", ("trace", json.dumps("t.trace")))
+        record = {"id": 0, "starts": [1.0, 5.0], "run_seconds": 7.0, "rates": {"32": 12.5}}
+        db.execute("INSERT INTO jobs VALUES (?, ?)", (0, json.dumps(record)))
+    old = journal.jobs()[0]
+    assert old.rates == {"k80": {"32": 12.5}} and old.gpu_types == ["k80", "k80"]
+    assert old.run_seconds_by_type == {"k80": 7.0}
+    resumed = _resumed(RunRequest(trace=Path(), policy="", gpus=99, out=tmp_path, resume=True), journal)
+    assert resumed.cluster == "k80:4" and resumed.cluster_spec.describe() == "k80:4"
 
 
 # -- the job-side client -------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import require_module, shockwave
 from processes import alive, cmdline, descendants, is_loopback, listening, wait_until
-from runtime_trace import JOBS, PREEMPTING_JOBS, Row, write_runtime_trace
+from runtime_trace import JOBS, PREEMPTING_JOBS, TYPED_JOBS, Row, write_runtime_trace, write_typed_throughputs
 from test_experiments import check_results
 
 pytestmark = pytest.mark.slow
@@ -171,6 +171,8 @@ def test_a_killed_job_process_resumes_from_its_checkpoint(kill_trace: Path, tmp_
 def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
 
+    from shockwave.cluster import ClusterSpec
+    from shockwave.errors import InputError
     from shockwave.runtime.backend import Launch
     from shockwave.runtime.ray_backend import RayBackend
     from shockwave.runtime.run import RunRequest, run
@@ -183,7 +185,7 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
     try:
 
         def place(strategy: str, gang: int) -> set[str] | None:
-            backend = RayBackend(4, None, strategy)
+            backend = RayBackend(ClusterSpec.of(4), None, strategy)
             if not backend.start(Launch(1, gang, sleeper, time.time() + 60, 10, 32, None)):
                 return None
             nodes = {member["node_id"] for member in backend.member_nodes(1)}
@@ -209,6 +211,17 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
             )
         )
         assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 2
+        # Its nodes declare GPUs but not their types: a cluster of two types is refused, naming what is missing.
+        with pytest.raises(InputError, match=r"'gpu_type:v100' counts 0 of 2; 'gpu_type:k80' counts 0 of 2"):
+            RayBackend(ClusterSpec.parse("v100:2,k80:2"), None)
+        one = write_runtime_trace(tmp_path / "one.trace", [JOBS[4]])
+        typed = shockwave(
+            *("run", "--out", tmp_path / "typed", "--address", cluster.address, "--trace", one),
+            *("--policy", "fifo_perf", "--cluster", "v100:2,k80:2"),
+            *("--throughputs", write_typed_throughputs(tmp_path / "typed.json", [JOBS[4]])),
+        )
+        assert typed.returncode == 2 and "lacks GPUs by type" in typed.stderr, typed.stderr
+        assert "'gpu_type:k80' counts 0 of 2" in typed.stderr and "Traceback" not in typed.stderr
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -217,12 +230,13 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
 def test_a_local_instance_listens_on_loopback_only_and_leaves_nothing_behind() -> None:
     """Without --address, Ray's GCS, raylet, agents, workers and the driver accept connections from this machine
     only; once the backend is closed, none of its processes is left."""
+    from shockwave.cluster import ClusterSpec
     from shockwave.runtime.backend import Launch
     from shockwave.runtime.ray_backend import RayBackend
 
     me = os.getpid()
     before = set(descendants(me))  # earlier tests' helpers (a multiprocessing resource tracker) are not Ray's
-    backend = RayBackend(2, None)
+    backend = RayBackend(ClusterSpec.of(2), None)
     try:
         sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
         assert backend.start(Launch(1, 2, sleeper, time.time() + 60, 10, 32, None))  # two actors, a job process each
@@ -286,3 +300,48 @@ def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulat
     changes = [j["batch_size_changes"] for j in simulated["jobs"]]
     real = [len(result["jobs"][i]["batch_size_switches"]) for i in (0, 1)]
     assert changes[0] <= real[0] and changes[1] <= real[1] and changes[0] + changes[1] > 0 and changes[2] == 0
+
+
+def test_a_two_type_run_puts_every_job_on_gpus_of_its_planned_type(tmp_path: Path) -> None:
+    """V100s and K80s, two of each, on a local instance; K80s slower in the table, so fifo_perf puts each job on a
+    V100 while one is free and on a K80 otherwise. Every lease's members hold the type resource of the type the plan
+    named (as Ray assigned it, not as asked), and the journal records each lease on that type."""
+    from shockwave.runtime.backend import Launch
+    from shockwave.runtime.journal import Journal
+    from shockwave.runtime.ray_backend import RayBackend, type_resource
+    from shockwave.runtime.run import RunRequest, run
+
+    leases: list[tuple[int, str, list[dict[str, float]]]] = []
+    """(job, planned type, each member's assigned resources) per lease."""
+
+    class Audited(RayBackend):
+        def start(self, launch: Launch) -> bool:
+            if not super().start(launch):
+                return False
+            held = [node["resources"] for node in self.member_nodes(launch.job_id)]
+            leases.append((launch.job_id, launch.gpu_type, held))
+            return True
+
+    trace = write_runtime_trace(tmp_path / "typed.trace", TYPED_JOBS)
+    request = RunRequest(
+        trace=trace,
+        policy="fifo_perf",
+        gpus=4,
+        cluster="v100:2,k80:2",
+        throughputs=write_typed_throughputs(tmp_path / "typed.json", TYPED_JOBS),
+        out=tmp_path / "run",
+        round_seconds=float(ROUND),
+    )
+    result = run(request, lambda req: Audited(req.cluster_spec, None, req.placement))
+    audit(tmp_path / "run", TYPED_JOBS)
+    assert {planned for _, planned, _ in leases} == {"v100", "k80"}
+    for job_id, planned, held in leases:
+        assert len(held) == TYPED_JOBS[job_id][2]  # one member per GPU of the gang
+        for resources in held:
+            assert resources.get(type_resource(planned)) == 1.0 and resources.get("GPU") == 1.0, resources
+            assert [name for name in resources if name.startswith("gpu_type:")] == [type_resource(planned)]
+    records = Journal(tmp_path / "run" / "journal.sqlite").jobs()
+    for job_id, record in records.items():
+        assert record.gpu_types == [planned for j, planned, _ in leases if j == job_id]
+        assert set(record.rates) <= set(record.gpu_types) and record.rates
+    assert set(result["utilization_by_type"]) == {"v100", "k80"}

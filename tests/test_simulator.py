@@ -242,17 +242,21 @@ def test_simulate_reads_restart_costs_per_gang(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "GANG:SECONDS pairs, got '1=5'" in bad.stderr
 
 
-def test_a_policy_of_one_gpu_type_is_refused_a_cluster_of_several(tmp_path: Path) -> None:
-    path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
-    with pytest.raises(InputError, match=r"schedules one GPU type; the cluster k80:4,v100:4 has 2"):
-        simulate(path, "shockwave", ClusterSpec.parse("k80:4,v100:4"), preset("corrected"))
-
-
 class NeverPlans(Policy):
     name = "never_plans"
 
     def plan(self, view: SchedulerView) -> RoundPlan:
         return RoundPlan()
+
+
+def test_a_policy_of_one_gpu_type_is_refused_a_cluster_of_several(tmp_path: Path) -> None:
+    path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
+    jobs = read_trace(path)
+    profiles = [build_profile(jobs[0], load_throughputs(None))]
+    with pytest.raises(InputError, match=r"schedules one GPU type; the cluster k80:4,v100:4 has 2"):
+        Simulator(
+            jobs, profiles, load_throughputs(None), ClusterSpec.parse("k80:4,v100:4"), NeverPlans(), preset("corrected")
+        )
 
 
 def test_a_policy_that_never_plans_its_jobs_ends_the_run_unfinished(tmp_path: Path) -> None:

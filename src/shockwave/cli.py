@@ -196,8 +196,7 @@ def trace_generate(
         if not static and lam is None:
             raise InputError("a continuous Gavel workload needs --lam (seconds between arrivals) or --jobs-per-hour")
         workload = GavelWorkload(jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority)
-        kind = "static" if static else f"lam{workload.lam:g}"
-        default = f"gavel_{jobs}_{kind}_seed{workload.seed}{'_multigpu' if multi_gpu else ''}.trace"
+        default = workload.file_name()
         make = partial(generate_gavel, workload, tm)
     elif style == "shockwave":
         if static or multi_gpu or multi_priority:
@@ -234,20 +233,84 @@ def trace_check(
     cluster: ClusterOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only JSON on stdout.")] = False,
 ) -> None:
-    """Validate a trace; print every problem (exit 2) or a summary with makespan lower bounds."""
-    from shockwave.cluster import ClusterSpec
+    """Validate a trace; print every problem (exit 2) or a summary with makespan lower bounds.
 
-    _, jobs, profiles = load_workload(trace, throughputs)
+    Also lists the throughputs the table does not hold and were estimated, on the cluster's GPU types (v100 without
+    --cluster)."""
+    from shockwave.cluster import ClusterSpec
+    from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, estimates_among
+
+    tm, jobs, profiles = load_workload(trace, throughputs)
     spec = None if gpus is None and cluster is None else ClusterSpec.from_options(gpus, cluster)
     if spec is not None:
         require_gangs_fit(jobs, spec.largest_pool, trace)  # as simulate would refuse the trace on this cluster
     summary = summarize(jobs, profiles, None if spec is None else spec.gpus)
+    types = (DEFAULT_GPU_TYPE,) if spec is None else spec.types
+    estimated = estimates_among(tm, {(j.model, j.batch_size, j.scale_factor) for j in jobs}, types)
     if as_json:
-        print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary}, indent=1))
+        records = [e._asdict() for e in estimated]
+        print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary, "estimated": records}, indent=1))
         return
     from shockwave.report import print_trace_summary
 
     print_trace_summary(out, trace, summary)
+    _print_estimates(estimated, tm.name, types)
+
+
+def _print_estimates(estimated: tuple[Any, ...], source: str, types: tuple[str, ...]) -> None:
+    """Which rates of the trace's jobs (on `types`) are estimates, not the throughput table's."""
+    from rich.table import Table
+
+    if not estimated:
+        return
+    table = Table(
+        title=escape(f"{len(estimated)} throughput(s) estimated on {', '.join(types)}: not in {source}"),
+        title_justify="left",
+    )
+    for header in ("model", "batch size", "GPUs", "type", "it/s", "from"):
+        table.add_column(header, justify="left" if header in ("model", "type", "from") else "right")
+    for e in estimated:
+        table.add_row(e.model, str(e.batch_size), str(e.gpus), e.gpu_type, f"{e.rate:.4g}", escape(e.basis))
+    out.print(table)
+
+
+@trace_app.command("convert")
+def trace_convert(
+    trace: Annotated[Path, typer.Argument(help="Trace to convert: ours (12 columns) or Gavel's (10 or 7 columns).")],
+    to: Annotated[
+        str, typer.Option("--format", help="gavel (Gavel's 10-column format, for its simulator) or shockwave (ours).")
+    ],
+    output: Annotated[
+        Path | None,
+        typer.Option("-o", "--output", help="Output file; default: TRACE's name + .<format>.trace, current folder."),
+    ] = None,
+) -> None:
+    """Write a trace in another format. Gavel's has no mode or duration: adaptive jobs lose them (and train at their
+    initial batch size there); Gavel's jobs become static jobs of unstated duration in ours."""
+    from shockwave.workload_model.trace import FORMATS, WRITABLE_FORMATS, read_trace, trace_format
+
+    if to not in WRITABLE_FORMATS:
+        raise InputError(f"unknown --format {to!r}; choose {' or '.join(WRITABLE_FORMATS)}")
+    jobs = read_trace(trace)
+    source = trace_format(trace)
+    path = output or Path(f"{trace.stem}.{to}.trace")
+    if path.resolve() == trace.resolve():
+        raise InputError("the output would overwrite the trace being converted; give another -o", path=path)
+    ensure_writable_file(path)
+    try:
+        write_trace(jobs, path, to)
+    except OSError as exc:
+        raise InputError(f"cannot write trace: {exc.strerror}", path=path) from None
+    what = f"{FORMATS[to].label}, from {source.label if source else 'an unknown format'}"
+    err.print(f"wrote {len(jobs)} jobs to {path} ({what})", markup=False, highlight=False, soft_wrap=True)
+    adaptive = sum(job.mode != "static" for job in jobs)
+    if to == "gavel" and adaptive:
+        err.print(
+            f"note: {adaptive} adaptive job(s) written without their mode and duration (Gavel's format has neither)",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command("simulate")
@@ -635,11 +698,16 @@ def run_cmd(
     policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="The GPUs as TYPE:GPUS (one type), instead of --gpus.")
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="The GPUs by type as TYPE:GPUS[,TYPE:GPUS...] (v100:2,k80:2), instead of --gpus; on a Ray cluster "
+            "(--address) each node declares a gpu_type:TYPE resource counting its GPUs.",
+        ),
     ] = None,
     address: Annotated[
         str | None,
-        typer.Option("--address", help="Join this Ray cluster (default: start a local one with --gpus logical GPUs)."),
+        typer.Option("--address", help="Join this Ray cluster (default: start a local one with logical GPUs)."),
     ] = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 10.0,
     time_scale: Annotated[float, typer.Option("--time-scale", help="Divide arrivals and step counts by this.")] = 1.0,
@@ -682,13 +750,11 @@ def run_cmd(
     if not resume and (trace is None or policy is None or (gpus is None and cluster is None)):
         raise InputError("--trace, --policy and --gpus or --cluster are required (unless --resume continues a journal)")
     spec = ClusterSpec.from_options(gpus, cluster) if gpus is not None or cluster is not None else ClusterSpec.of(1)
-    if len(spec.pools) > 1:
-        raise InputError(f"--cluster {cluster}: `run` schedules one GPU type for now (GPU types on Ray are to come)")
     request = RunRequest(
         trace=trace or Path(),
         policy=policy or "",
         gpus=spec.gpus,
-        gpu_type=spec.default_type,
+        cluster=spec.describe() if cluster is not None else None,
         out=output,
         address=address,
         round_seconds=round_seconds,

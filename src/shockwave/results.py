@@ -134,6 +134,18 @@ class Cell(_Stored):
     trace: str | None = None
     throughputs: str | None = None
     config: str | None = None
+    window: list[int] | None = None
+
+
+class EstimatedThroughput(_Stored):
+    """A rate the throughput table does not list (a gang larger than it measured), and what it was made from."""
+
+    model: str
+    batch_size: Annotated[int, Field(ge=1)]
+    gpus: Annotated[int, Field(ge=1)]
+    gpu_type: str
+    rate: NonNegative
+    basis: str
 
 
 class Result(_Stored):
@@ -169,6 +181,9 @@ class Result(_Stored):
     provenance: Provenance
     cell: Cell | None = Field(None, description="compare and sweep only.")
     timeline: list[TimelinePoint] | None = Field(None, description="compare, sweep and run: one triple per round.")
+    estimated_throughputs: list[EstimatedThroughput] | None = Field(
+        None, description="Rates the table lacks (gangs beyond it), estimated with the built-in model's scaling."
+    )
 
     @property
     def rounds(self) -> list[RoundRow]:

@@ -118,7 +118,7 @@ class SchedulingLoop:
         self.view.jobs[job.id] = job
         self.policy.job_added(self.view, job)
 
-    def progressed(self, job: JobState, train_s: float, steps: int) -> None:
+    def progressed(self, job: JobState, train_s: float, steps: int | float) -> None:
         """The job trained `steps` steps (already counted in its progress) in `train_s` seconds."""
         job.failures = 0
         self.policy.round_executed(self.view, job, train_s, steps)

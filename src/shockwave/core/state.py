@@ -26,8 +26,9 @@ class JobState:
     """Steps per second on each GPU type the job can run on, at its current batch size."""
     initial_batch_size: int
     batch_size: int
-    total_steps: int
-    steps_done: int = 0
+    total_steps: int | float
+    """Whole steps, except a Gavel-generated job's: its duration times its rate, a fraction of a step included."""
+    steps_done: int | float = 0
     pending_batch_size: int | None = None
     batch_size_changes: int = 0
     run_time_s: float = 0.0
@@ -74,7 +75,7 @@ class JobState:
         return self.rates.get(gpu_type, 0.0)
 
     @property
-    def remaining_steps(self) -> int:
+    def remaining_steps(self) -> int | float:
         return self.total_steps - self.steps_done
 
     @property
@@ -87,11 +88,16 @@ class JobState:
 
     @property
     def epochs_completed(self) -> int:
-        return self.steps_done // self.iterations_per_epoch
+        return int(self.steps_done // self.iterations_per_epoch)
 
 
 def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _steps(value: Any) -> int | float:
+    """Steps as saved: a whole number stays an int (JSON keeps 3 and 3.0 apart), a fraction a float."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else float(value)
 
 
 def _rates(value: Any) -> dict[str, float]:
@@ -101,8 +107,8 @@ def _rates(value: Any) -> dict[str, float]:
 MUTABLE_FIELDS: dict[str, Callable[[Any], Any]] = {
     "rates": _rates,
     "batch_size": int,
-    "total_steps": int,
-    "steps_done": int,
+    "total_steps": _steps,
+    "steps_done": _steps,
     "pending_batch_size": _optional_int,
     "batch_size_changes": int,
     "run_time_s": float,

@@ -21,7 +21,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.provenance import library_versions
 from shockwave.results import Result
 
-KEY_FORMAT = 3
+KEY_FORMAT = 4
 """Bumped when what a cell's result holds changes, so older cells are computed again."""
 DIGEST_LENGTH = 16
 TIMING_FIELDS = ("wall_seconds",)
@@ -54,6 +54,8 @@ class Cell:
     policy_text: str | None = None
     """A file policy's source (`policy` is then `/path/file.py:Class`), carried like the trace: the cell runs where the
     file is not, and its digest changes with the file's bytes, not with where the file is."""
+    window: tuple[int, int] | None = None
+    """Job ids [A, B) the metrics cover; the run ends when they are done (Gavel's measurement window)."""
 
     @cached_property
     def policy_id(self) -> str:
@@ -77,6 +79,8 @@ class Cell:
                 self.round_seconds,
                 self.gpus_per_server,
                 self.cluster,
+                self.window,
+                self.seed,
             ],
             "versions": library_versions(),
         }
@@ -112,6 +116,7 @@ class Cell:
             "trace": self.trace_path,
             "throughputs": self.throughputs_name,
             "config": self.config_name,
+            "window": list(self.window) if self.window else None,
             **self.extra,
         }
 
@@ -140,7 +145,9 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
         policy = cell.policy
         if cell.policy_text is not None:  # the file as the cell carries it, the one its digest names
             policy = copy_into(cell.policy, cell.policy_text, folder / "policy")
-        result, _ = simulate(trace, policy, cluster, mechanics, throughputs, config, on_round)
+        result, _ = simulate(
+            trace, policy, cluster, mechanics, throughputs, config, on_round, window=cell.window, seed=cell.seed or 0
+        )
     result["trace"] = cell.trace_path or cell.label
     result["throughputs"] = cell.throughputs_name or result["throughputs"]
     result["cell"] = cell.describe()

@@ -161,3 +161,33 @@ def scale_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path
     fig.suptitle(f"{title}\nmean over seeds and workloads per cluster size; shading spans min to max")
     fig.tight_layout()
     return _save(fig, stem)
+
+
+def load_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]:
+    """Gavel's Figure 8 style: average JCT (of the measurement window) against the input job rate, a line per
+    policy through the mean over seeds, shaded from min to max; one panel per cluster."""
+    policies = list(dict.fromkeys(row["policy"] for row in rows))
+    clusters = list(dict.fromkeys(row["cluster"] for row in rows))
+    palette = colors(policies)
+    fig, axes = plt.subplots(1, len(clusters), figsize=(5.5 * len(clusters), 4.2), squeeze=False)
+    for ax, cluster in zip(axes.flat, clusters, strict=True):
+        for policy in policies:
+            mine = sorted((r for r in rows if r["policy"] == policy and r["cluster"] == cluster), key=_rate)
+            if not mine:
+                continue
+            rate = [_rate(r) for r in mine]
+            hours = [np.array([r[f"avg_jct_s_{s}"] for r in mine]) / 3600 for s in ("mean", "min", "max")]
+            ax.plot(rate, hours[0], marker="o", color=palette[policy], label=policy)
+            ax.fill_between(rate, hours[1], hours[2], color=palette[policy], alpha=0.2, linewidth=0)
+        ax.set_title(cluster)
+        ax.set_xlabel("input job rate (jobs/hour)")
+        ax.set_ylabel("average JCT (hours)")
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(fontsize=8)
+    fig.suptitle(f"{title}\nmean over seeds per rate; shading spans min to max")
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def _rate(row: dict[str, Any]) -> float:
+    return float(row["jobs_per_hour"])

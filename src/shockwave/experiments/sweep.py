@@ -44,10 +44,12 @@ class SweepRun:
 
 def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     """Every cell of the sweep; generated traces are written to out/traces (kept for the user)."""
+    from shockwave.experiments.sweep_spec import gavel_workload
     from shockwave.policies.plugins import source_of
     from shockwave.policies.registry import takes_config
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
+    from shockwave.workload_model.gavel_generator import generate_gavel
     from shockwave.workload_model.generator import GeneratorParams, generate
     from shockwave.workload_model.throughput import load_throughputs
     from shockwave.workload_model.trace import read_trace, require_gangs_fit, write_trace
@@ -77,13 +79,21 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
             workloads.append((case.trace.stem, read_text(case.trace, "trace"), None, str(case.trace), {}))
         else:
             for seed in spec.seeds:
-                params = GeneratorParams(
-                    **{k: tuple(v) if isinstance(v, list) else v for k, v in (case.generate or {}).items()}, seed=seed
-                )
-                path = out / "traces" / params.file_name()
+                table = dict(case.generate or {})
+                if table.get("style") == "gavel":
+                    workload = gavel_workload(table, seed)
+                    jobs, name = generate_gavel(workload, model), workload.file_name()
+                    about = {"style": "gavel", **asdict(workload), "jobs_per_hour": workload.jobs_per_hour}
+                else:
+                    table.pop("style", None)
+                    params = GeneratorParams(
+                        **{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}, seed=seed
+                    )
+                    jobs, name, about = generate(params, model), params.file_name(), asdict(params)
+                path = out / "traces" / name
                 path.parent.mkdir(parents=True, exist_ok=True)
-                write_trace(generate(params, model), path)
-                workloads.append((path.stem, path.read_text(), seed, str(path), {"generator": asdict(params)}))
+                write_trace(jobs, path)
+                workloads.append((path.stem, path.read_text(), seed, str(path), {"generator": about}))
         for label, text, seed, path, extra in workloads:
             jobs = read_trace(path, model) if path else []
             require_gangs_fit(jobs, cluster.largest_pool, path)
@@ -107,6 +117,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                         config_text=config_text if shockwave else None,
                         extra=extra,
                         policy_text=texts[policy],
+                        window=spec.window,
                     )
                 )
     return cells
@@ -215,16 +226,25 @@ def headline(result: dict[str, Any]) -> str:
     return text if result["complete"] else f"{text}; {len(result['unfinished_jobs'])} jobs unfinished"
 
 
+def jobs_per_hour(result: dict[str, Any]) -> float | None:
+    """The input job rate of a Gavel-style generated workload (None for other workloads)."""
+    return (result.get("cell") or {}).get("generator", {}).get("jobs_per_hour")
+
+
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (cluster, policy): mean, min and max of each headline metric over seeds and workloads."""
-    groups: dict[tuple[int, str, str], list[dict[str, Any]]] = {}
+    """Per (cluster, input job rate, policy): mean, min and max of each headline metric over seeds and workloads
+    (the rate only for Gavel-style generated workloads: a load study)."""
+    groups: dict[tuple[int, str, float, str], list[dict[str, Any]]] = {}
     for r in results:
-        groups.setdefault((r["gpus"], r.get("cluster") or f"{r['gpus']} GPUs", r["policy"]), []).append(r)
+        rate = jobs_per_hour(r)
+        key = (r["gpus"], r.get("cluster") or f"{r['gpus']} GPUs", -1.0 if rate is None else rate, r["policy"])
+        groups.setdefault(key, []).append(r)
     rows = []
-    for (gpus, cluster, policy), members in sorted(groups.items()):
+    for (gpus, cluster, rate, policy), members in sorted(groups.items()):
         row: dict[str, Any] = {
             "gpus": gpus,
             "cluster": cluster,
+            **({"jobs_per_hour": rate} if rate >= 0 else {}),
             "policy": policy,
             "cells": len(members),
             "workloads": " ".join(sorted({m["cell"]["label"] for m in members})),
@@ -289,11 +309,11 @@ def render_results(out: Path, console: Console, results: list[dict[str, Any]], t
     store.write_json(out / "results.json", results)
     store.write_csv(out / "results.csv", cell_rows(results))
     store.write_csv(out / "summary.csv", rows)
-    paths = figures.scale_lines(
-        rows,
-        out / "figures" / "scale",
-        f"Sweep in {out.name}: {len(results)} cells, {results[0]['mechanics']} mechanics",
-    )
+    title = f"Sweep in {out.name}: {len(results)} cells, {results[0]['mechanics']} mechanics"
+    paths = figures.scale_lines([r for r in rows if "jobs_per_hour" not in r], out / "figures" / "scale", title)
+    load = [r for r in rows if "jobs_per_hour" in r]
+    if load:
+        paths += figures.load_lines(load, out / "figures" / "load", title)
     print_summary(console, rows, len(results), total)
     return paths
 

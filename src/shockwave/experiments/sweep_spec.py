@@ -6,6 +6,8 @@
     clusters = ["v100:16:4"]                       # more clusters, by GPU type (`--cluster`); crossed too
     traces = ["a.trace"]
     generate = [{ jobs = 120, lam = 40 }]          # generator parameters (see `trace generate`), one trace per seed
+    generate = [{ style = "gavel", jobs = 6000, jobs_per_hour = 3 }]   # Gavel's workloads (also multi_gpu = true)
+    window = "4000:5000"                           # metrics over these job ids; runs end when they are done
     throughputs = "tacc_throughputs.json"          # optional; default: the built-in model
     config = "tacc_32gpus.json"                    # Shockwave's hyperparameters, optional
     mechanics = "corrected"                        # or "reference" to reproduce published numbers
@@ -36,6 +38,7 @@ from pydantic.dataclasses import dataclass
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.textfile import read_text
+from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.generator import GeneratorParams
 
 TOP_KEYS = {
@@ -50,10 +53,12 @@ TOP_KEYS = {
     "mechanics",
     "round_seconds",
     "gpus_per_server",
+    "window",
     "case",
 }
 CASE_KEYS = {"trace", "generate", "gpus", "cluster", "config"}
 GENERATOR_KEYS = {f.name for f in fields(GeneratorParams)} - {"seed"}
+GAVEL_KEYS = {"style", "jobs", "lam", "jobs_per_hour", "static", "multi_gpu", "multi_priority"}
 GENERATOR_TYPES = {f.name: str(f.type) for f in fields(GeneratorParams)}
 """Each generator key's annotation ("int", "float" or a tuple of floats), so a value of the wrong type is reported
 before the generator meets it as a traceback."""
@@ -84,6 +89,7 @@ class SweepSpec:
     mechanics: str = "corrected"
     round_seconds: float = 120.0
     gpus_per_server: int = 1
+    window: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +109,7 @@ class SweepSpec:
             "round_seconds": self.round_seconds,
             "gpus_per_server": self.gpus_per_server,
             "throughputs": str(self.throughputs) if self.throughputs else None,
+            "window": list(self.window) if self.window else None,
         }
 
 
@@ -127,7 +134,8 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
         config=_path(raw.get("config"), base, "config", source),
         mechanics=_string(raw.get("mechanics", "corrected"), "mechanics", source),
         round_seconds=_number(raw.get("round_seconds", 120.0), "round_seconds", source),
-        gpus_per_server=_ints(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1)[0],
+        gpus_per_server=_one_int(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1),
+        window=_window(raw.get("window"), source),
     )
     sizes = [
         *_ints(raw.get("gpus", []), "gpus", source, minimum=1),
@@ -188,13 +196,18 @@ def _clusters(value: Any, key: str, source: Path | None) -> list[str]:
 
 
 def parse_generator(text: str, where: str = "--generate") -> dict[str, Any]:
-    """'jobs=120,lam=40' -> {'jobs': 120, 'lam': 40.0}; mixes are given as 'mode_mix=0/0.5/0.5'."""
+    """'jobs=120,lam=40' -> {'jobs': 120, 'lam': 40.0}; mixes are given as 'mode_mix=0/0.5/0.5', a Gavel-style
+    workload as 'style=gavel,jobs=6000,jobs_per_hour=3,multi_gpu=true'."""
     params: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         key, sep, value = item.partition("=")
         if not sep:
             raise InputError(f"{where} expects key=value pairs, got {item!r}")
-        params[key.strip()] = [_scalar(v, where) for v in value.split("/")] if "/" in value else _scalar(value, where)
+        key, value = key.strip(), value.strip()
+        if key == "style" or value in ("true", "false"):
+            params[key] = value if key == "style" else value == "true"
+        else:
+            params[key] = [_scalar(v, where) for v in value.split("/")] if "/" in value else _scalar(value, where)
     return _generators([params], where, None)[0]
 
 
@@ -222,6 +235,12 @@ def _policies(value: Any, base: Path, source: Path | None) -> list[str]:
         return canonical_names(value, base=base)  # a policy file relative to the sweep file
     except InputError as exc:
         raise InputError(str(exc) if exc.path else exc.reason, path=source, field="policies") from None
+
+
+def _one_int(value: Any, key: str, source: Path | None, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InputError(f"'{key}' must be an integer >= {minimum}, got {value!r}", path=source)
+    return value
 
 
 def _ints(value: Any, key: str, source: Path | None, minimum: int) -> list[int]:
@@ -274,9 +293,68 @@ def _tables(value: Any, key: str, source: Path | None) -> list[dict[str, Any]]:
     return values
 
 
+def _window(value: Any, source: Path | None) -> tuple[int, int] | None:
+    """ "A:B" or [A, B]: job ids A..B-1."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        start, sep, stop = value.partition(":")
+        value = [int(start), int(stop)] if sep and start.isdigit() and stop.isdigit() else value
+    ok = isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and v >= 0 for v in value)
+    if not ok or value[0] >= value[1]:
+        raise InputError(f"'window' must be \"A:B\" (or [A, B]) with job ids A < B, got {value!r}", path=source)
+    return value[0], value[1]
+
+
+def gavel_workload(table: dict[str, Any], seed: int) -> GavelWorkload:
+    """A Gavel-style generator table (`style = "gavel"`) as the workload of one seed."""
+    lam = table.get("lam")
+    if "jobs_per_hour" in table:
+        lam = 3600.0 / table["jobs_per_hour"]
+    if table.get("static", False):
+        lam = 0.0
+    return GavelWorkload(
+        jobs=table["jobs"],
+        lam=float(lam),
+        seed=seed,
+        multi_gpu=table.get("multi_gpu", False),
+        multi_priority=table.get("multi_priority", False),
+    )
+
+
+def _gavel_generator(table: dict[str, Any], key: str, source: Path | None) -> None:
+    unknown = set(table) - GAVEL_KEYS
+    if unknown:
+        raise InputError(
+            f"unknown key(s) {sorted(unknown)} in {key} (Gavel style); known: {sorted(GAVEL_KEYS)}", path=source
+        )
+    if not isinstance(table.get("jobs"), int) or isinstance(table.get("jobs"), bool):
+        raise InputError(f"{key}: 'jobs' must be an integer", path=source)
+    for flag in ("static", "multi_gpu", "multi_priority"):
+        if not isinstance(table.get(flag, False), bool):
+            raise InputError(f"{key}: '{flag}' must be true or false, got {table[flag]!r}", path=source)
+    rates = [k for k in ("lam", "jobs_per_hour") if k in table]
+    if len(rates) + table.get("static", False) != 1:
+        raise InputError(f"{key}: give exactly one of 'lam', 'jobs_per_hour' and 'static = true'", path=source)
+    if rates and (not _is_real(table[rates[0]]) or table[rates[0]] <= 0):
+        raise InputError(f"{key}: '{rates[0]}' must be a finite number > 0, got {table[rates[0]]!r}", path=source)
+    try:
+        gavel_workload(table, 0)
+    except InputError as exc:
+        raise InputError(f"{key}: {exc.reason}", path=source) from None
+
+
 def _generators(value: Any, key: str, source: Path | None) -> list[dict[str, Any]]:
     checked = []
     for table in _tables(value, key, source):
+        style = table.get("style", "shockwave")
+        if style == "gavel":
+            _gavel_generator(table, key, source)
+            checked.append(table)
+            continue
+        if style != "shockwave":
+            raise InputError(f"{key}: unknown style {style!r}; choose shockwave or gavel", path=source)
+        table = {k: v for k, v in table.items() if k != "style"}
         unknown = set(table) - GENERATOR_KEYS
         if unknown:
             raise InputError(

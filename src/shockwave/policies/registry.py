@@ -151,6 +151,14 @@ SEED = Param(
 )
 
 
+QUIRKS = Param(
+    "reference_quirks",
+    (bool,),
+    False,
+    "behave as the reference Gavel's code does where it departs from its description (--mechanics gavel)",
+)
+
+
 def _gavel(name: str, allocator: Callable[[], Any], help: str) -> PolicyInfo:
     def build(min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default) -> Policy:
         return GavelPolicy(allocator(), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
@@ -158,12 +166,16 @@ def _gavel(name: str, allocator: Callable[[], Any], help: str) -> PolicyInfo:
     return PolicyInfo(name, build, (INTERVAL, SEED), help)
 
 
-QUIRKS = Param(
-    "reference_quirks",
-    (bool,),
-    False,
-    "behave as the reference Gavel's code does where it departs from its description (--mechanics gavel)",
-)
+def _gavel_with_quirks(name: str, allocator: Callable[..., Any], help: str) -> PolicyInfo:
+    """A Gavel-style policy whose allocator can behave as the reference's code does (`reference_quirks`)."""
+
+    def build(
+        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
+    ) -> Policy:
+        chosen = allocator(reference_quirks=reference_quirks)
+        return GavelPolicy(chosen, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+    return PolicyInfo(name, build, (INTERVAL, SEED, QUIRKS), help)
 
 
 def _fifo(perf: bool) -> Callable[..., Policy]:
@@ -185,8 +197,12 @@ POLICIES: dict[str, PolicyInfo] = {
         ),
         _gavel("max_min_fairness", MaxMinFairness, "Gavel's max-min fairness of GPU time (types alike)"),
         _gavel("max_min_fairness_perf", MaxMinFairnessPerf, "Gavel's max-min fairness of normalised throughput"),
-        _gavel("finish_time_fairness", FinishTimeFairness, "Themis: minimise the worst finish-time fairness"),
-        _gavel("finish_time_fairness_perf", FinishTimeFairnessPerf, "finish-time fairness with per-type throughputs"),
+        _gavel_with_quirks(
+            "finish_time_fairness", FinishTimeFairness, "Themis: minimise the worst finish-time fairness"
+        ),
+        _gavel_with_quirks(
+            "finish_time_fairness_perf", FinishTimeFairnessPerf, "finish-time fairness with per-type throughputs"
+        ),
         _gavel("min_total_duration", MinTotalDuration, "OSSP: minimise the time until every job is done"),
         _gavel("min_total_duration_perf", MinTotalDurationPerf, "OSSP with per-type throughputs"),
         _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of throughputs over all types"),

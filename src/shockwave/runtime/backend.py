@@ -27,7 +27,7 @@ class Launch:
     epoch_steps: int = 2**62
     """Steps per epoch at `batch_size`."""
     gpu_type: str = DEFAULT_GPU_TYPE
-    """The type of GPU the round's plan puts the job on."""
+    """The type of GPU the round's plan puts the job on: the gang runs on GPUs of this type only."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,11 @@ class Backend(Protocol):
 
     def start(self, launch: Launch) -> bool:
         """Place the gang and start it; False when its GPUs cannot be had now (it is not started)."""
+        ...
+
+    def granted_type(self, job_id: int) -> str:
+        """The GPU type the started gang's GPUs are of, as the cluster granted them (the launch only asked for one):
+        what its measured rates are kept under and what the journal says it ran on."""
         ...
 
     def extend(self, job_id: int, deadline: float) -> None:

@@ -4,10 +4,14 @@ A started gang advances at a fixed rate (steps per second on the backend's clock
 launch says until its deadline or its total, and exits `exit_s` after its deadline (the time a real job takes to
 write its checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count. The clock is virtual unless
 one is given, so a run takes only its computation's time and does not depend on the machine's load.
+
+GPUs are one pool that takes a launch of any type (`gpus=4`), or pools by type (`gpus={"v100": 2, "k80": 2}`): a
+launch then waits for room in its type's pool, as on Ray, and may train at its type's own rate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shockwave.core.clock import Clock, VirtualClock
@@ -27,30 +31,51 @@ class _Gang:
 class FakeBackend:
     def __init__(
         self,
-        gpus: int,
-        steps_per_s: float = 100.0,
+        gpus: int | Mapping[str, int],
+        steps_per_s: float | Mapping[str, float] = 100.0,
         startup_s: float = 0.0,
         exit_s: float = 0.0,
         clock: Clock | None = None,
     ) -> None:
-        self.gpus, self.rate, self.startup_s, self.exit_s = gpus, steps_per_s, startup_s, exit_s
+        self.pools = dict(gpus) if isinstance(gpus, Mapping) else None
+        """GPUs by type, or None: one pool, whatever type a launch names."""
+        self.gpus = sum(self.pools.values()) if self.pools is not None else int(gpus)
+        self.rates = steps_per_s
+        self.startup_s, self.exit_s = startup_s, exit_s
         self.clock: Clock = clock or VirtualClock()
         self.gangs: dict[int, _Gang] = {}
         self.launches: list[Launch] = []
+        self.refused: list[Launch] = []
+        """Launches there was no room for (a scheduler that plans within the pools never sees one)."""
+
+    def rate(self, gang: _Gang) -> float:
+        rates = self.rates
+        return rates[gang.launch.gpu_type] if isinstance(rates, Mapping) else rates
 
     def _step(self, gang: _Gang, at: float) -> int:
         if gang.failed_at is not None:
             return gang.failed_at
         ran = max(0.0, min(at, gang.deadline) - gang.started - self.startup_s)
-        return min(gang.launch.total_steps, gang.start_step + int(ran * self.rate))
+        return min(gang.launch.total_steps, gang.start_step + int(ran * self.rate(gang)))
 
     def start(self, launch: Launch) -> bool:
-        if sum(g.launch.gang for g in self.gangs.values()) + launch.gang > self.gpus:
+        if self.pools is None:
+            held, room = sum(g.launch.gang for g in self.gangs.values()), self.gpus
+        elif launch.gpu_type not in self.pools:
+            raise ValueError(f"the fake cluster has no {launch.gpu_type!r} GPUs (it has {', '.join(self.pools)})")
+        else:
+            same = [g for g in self.gangs.values() if g.launch.gpu_type == launch.gpu_type]
+            held, room = sum(g.launch.gang for g in same), self.pools[launch.gpu_type]
+        if held + launch.gang > room:
+            self.refused.append(launch)
             return False
         start = launch.resume_step  # what a real job does after a batch-size change; else its checkpoint's step
         self.gangs[launch.job_id] = _Gang(launch, start, self.clock.now(), launch.deadline)
         self.launches.append(launch)
         return True
+
+    def granted_type(self, job_id: int) -> str:
+        return self.gangs[job_id].launch.gpu_type
 
     def extend(self, job_id: int, deadline: float) -> None:
         gang = self.gangs[job_id]
@@ -73,7 +98,7 @@ class FakeBackend:
         exited = gang.failed is not None or done or now >= gang.deadline + self.exit_s
         first = gang.started + self.startup_s
         if done:  # like a real job, it last reported when it took its last step
-            now = min(now, first + (gang.launch.total_steps - gang.start_step) / self.rate)
+            now = min(now, first + (gang.launch.total_steps - gang.start_step) / self.rate(gang))
         now = min(now, gang.deadline)
         return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first if now > first else None)
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,14 +42,18 @@ class JobRecord:
     """Steps per second while training (start-up excluded), smoothed over leases (exponential average, 0.5)."""
     run_seconds: float = 0.0
     """Wall seconds the job held its GPUs (all its leases, start-up and checkpointing included)."""
+    run_seconds_by_type: dict[str, float] = field(default_factory=dict)
+    """`run_seconds` by the GPU type the leases ran on."""
     train_seconds: float = 0.0
     """Wall seconds from each lease's first step to its last reported step, summed: the time it really trained."""
     reason: str | None = None
     """Why a failed job was given up."""
     starts: list[float] = field(default_factory=list)
     """Elapsed seconds at which each lease of the job started."""
-    rates: dict[str, float] = field(default_factory=dict)
-    """Batch size -> smoothed steps per second measured at it."""
+    gpu_types: list[str] = field(default_factory=list)
+    """The GPU type of each lease (one per start), as the cluster granted it."""
+    rates: dict[str, dict[str, float]] = field(default_factory=dict)
+    """GPU type -> batch size -> smoothed steps per second measured there."""
     startups: list[float] = field(default_factory=list)
     """Seconds from the decision to start each lease (its round's start, or a switch) to its first step: waiting for
     preempted jobs to leave, placement, process start, checkpoint load."""
@@ -70,9 +75,9 @@ class Journal:
         return {k: json.loads(v) for k, v in self.db.execute("SELECT key, value FROM settings")}
 
     def jobs(self) -> dict[int, JobRecord]:
-        return {
-            row_id: JobRecord(**json.loads(text)) for row_id, text in self.db.execute("SELECT id, record FROM jobs")
-        }
+        one_type = self.settings().get("gpu_type", DEFAULT_GPU_TYPE)
+        rows = self.db.execute("SELECT id, record FROM jobs")
+        return {row_id: _record(json.loads(text), one_type) for row_id, text in rows}
 
     def snapshot(self) -> str | bytes | None:
         """The scheduler's snapshot as stored (in the `memory` table): JSON text, or bytes from a journal of before
@@ -92,3 +97,16 @@ class Journal:
 
     def close(self) -> None:
         self.db.close()
+
+
+def _record(data: dict[str, Any], one_type: str) -> JobRecord:
+    """A journaled record. Journals from before GPU types on Ray ran on one type (`one_type`, their run's) and kept
+    rates by batch size alone: everything they measured and ran was on that type."""
+    if "gpu_types" not in data:
+        data = {
+            **data,
+            "gpu_types": [one_type] * len(data.get("starts", [])),
+            "rates": {one_type: data.get("rates", {})},
+            "run_seconds_by_type": {one_type: data.get("run_seconds", 0.0)},
+        }
+    return JobRecord(**data)

@@ -5,6 +5,14 @@ on CPU). Each actor keeps its member's lease folder on its own node; checkpoints
 resume on any node without a shared filesystem. A member process dies with its actor (Linux parent-death signal),
 so nothing is left running when an actor, a node or the scheduler dies. Without an address, the Ray instance is our
 own: on loopback only, and torn down when the scheduler exits, however it exits (`shockwave.local_ray`).
+
+GPU types are Ray custom resources, one per type (`gpu_type:v100`, see `type_resource`), counting a node's GPUs of
+that type: each bundle of a gang asks for a GPU and one unit of its planned type's resource, so Ray places the gang on
+GPUs of that type only, and each member reports the resources Ray assigned it (what the scheduler records). Our local
+instance declares them from the cluster (`v100:2,k80:2`: 4 logical GPUs, 2 of each resource); the nodes of a cluster
+given by `--address` must declare them (`ray start --num-gpus 8 --resources '{"gpu_type:v100": 8}'`), one type per
+node, since Ray cannot tell which of a node's GPUs a type resource belongs to. A one-type cluster needs none: its
+gangs use the type's resource when the Ray cluster has it, and any GPU when it does not.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from ray.util.placement_group import PlacementGroup, placement_group, remove_pla
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from shockwave import lease as lease_files
+from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import Clock, WallClock
 from shockwave.errors import InputError
 from shockwave.lifetime import die_with_parent
@@ -35,6 +44,12 @@ log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 PLACEMENT_TIMEOUT_S = 10.0
 RELEASE_TIMEOUT_S = 30.0
+TYPE_PREFIX = "gpu_type:"
+
+
+def type_resource(gpu_type: str) -> str:
+    """The Ray custom resource that counts GPUs of `gpu_type`."""
+    return f"{TYPE_PREFIX}{gpu_type}"
 
 
 class GangMember:
@@ -54,6 +69,7 @@ class GangMember:
             "node_id": ray.get_runtime_context().get_node_id(),
             "port": lease_files.free_port(),
             "gpus": ray.get_gpu_ids(),
+            "resources": ray.get_runtime_context().get_assigned_resources(),
         }
 
     def start(
@@ -107,12 +123,19 @@ class GangMember:
 
 
 class RayBackend:
-    def __init__(self, gpus: int, address: str | None, strategy: str = "PACK", run_id: str | None = None) -> None:
+    def __init__(
+        self, cluster: ClusterSpec, address: str | None, strategy: str = "PACK", run_id: str | None = None
+    ) -> None:
         if strategy not in STRATEGIES:
             raise InputError(f"placement strategy must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
         self.strategy = strategy
         self.clock: Clock = WallClock()  # members read their deadlines on their node's time.time()
         self.run_id = run_id or f"run-{int(time.time())}-{os.getpid()}"
+        self.cluster, self.gpus = cluster, cluster.gpus
+        self.member = ray.remote(GangMember)
+        self.gangs: dict[int, tuple[PlacementGroup, list[Any]]] = {}
+        self.granted: dict[int, str] = {}
+        """The GPU type of each running gang, from the resources Ray assigned its members."""
         self.started_ray = not ray.is_initialized()
         self.local: LocalRay | None = None
         if self.started_ray:
@@ -120,38 +143,73 @@ class RayBackend:
                 # A local instance with logical GPUs; CPUs are declared generously because members are mostly idle
                 # while waiting on their data-parallel peers, and a GPU job must never wait for a CPU slot.
                 self.local = LocalRay(
-                    num_gpus=gpus,
-                    num_cpus=max(gpus, os.cpu_count() or 1) + 2,
+                    num_gpus=cluster.gpus,
+                    num_cpus=max(cluster.gpus, os.cpu_count() or 1) + 2,
+                    resources={type_resource(pool.gpu_type): pool.gpus for pool in cluster.pools},
                     include_dashboard=False,
                     logging_level="warning",
                     log_to_driver=False,
                 )
             else:
                 ray.init(address=address, logging_level="warning", log_to_driver=False)
-        available = int(ray.cluster_resources().get("GPU", 0))
-        if available < gpus:
-            raise InputError(f"the Ray cluster has {available} GPUs but --gpus asks for {gpus}")
-        self.gpus = gpus
-        self.member = ray.remote(GangMember)
-        self.gangs: dict[int, tuple[PlacementGroup, list[Any]]] = {}
+        try:
+            self.typed = self._check_resources(address)
+            """Bundles ask for their type's resource (else for any GPU: a one-type cluster that declares none)."""
+        except InputError:
+            self.close()
+            raise
+
+    def _check_resources(self, address: str | None) -> bool:
+        """Whether gangs ask for type resources; an InputError when the Ray cluster lacks GPUs or type resources."""
+        resources = ray.cluster_resources()
+        where = f"the Ray cluster at {address}" if address else "the Ray cluster"
+        available = int(resources.get("GPU", 0))
+        if available < self.gpus:
+            raise InputError(
+                f"{where} has {available} GPUs but the run asks for {self.gpus} ({self.cluster.describe()})"
+            )
+        if len(self.cluster.pools) == 1 and type_resource(self.cluster.default_type) not in resources:
+            return False
+        short = [
+            f"{type_resource(p.gpu_type)!r} counts {resources.get(type_resource(p.gpu_type), 0):g} of {p.gpus}"
+            for p in self.cluster.pools
+            if resources.get(type_resource(p.gpu_type), 0) < p.gpus
+        ]
+        if short:
+            example = type_resource(self.cluster.default_type)
+            raise InputError(
+                f"{where} lacks GPUs by type for --cluster {self.cluster.describe()}: {'; '.join(short)}. Each node "
+                f"declares its GPUs' type as a resource, e.g. `ray start --num-gpus 8 --resources "
+                f"'{{\"{example}\": 8}}'`"
+            )
+        return True
 
     def start(self, launch: Launch) -> bool:
-        group = placement_group([{"GPU": 1, "CPU": 1}] * launch.gang, strategy=self.strategy)
+        typed = {type_resource(launch.gpu_type): 1} if self.typed else {}
+        group = placement_group([{"GPU": 1, "CPU": 1, **typed}] * launch.gang, strategy=self.strategy)
         ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
         if not ready:
             remove_placement_group(group)
-            log.warning("job %d: no room for a gang of %d GPUs (%s) now", launch.job_id, launch.gang, self.strategy)
+            log.warning(
+                "job %d: no room for a gang of %d %s GPUs (%s) now",
+                launch.job_id,
+                launch.gang,
+                launch.gpu_type,
+                self.strategy,
+            )
             return False
         members = [
             self.member.options(
                 num_gpus=1,
                 num_cpus=1,
+                resources=typed,
                 max_restarts=0,
                 scheduling_strategy=(PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)),
             ).remote(self.run_id, launch.job_id, rank)
             for rank in range(launch.gang)
         ]
-        leader = ray.get(members[0].node.remote())
+        nodes = ray.get([m.node.remote() for m in members])
+        leader = nodes[0]
         terms = {
             "job_id": launch.job_id,
             "deadline": launch.deadline,
@@ -168,7 +226,21 @@ class RayBackend:
             ]
         )
         self.gangs[launch.job_id] = (group, members)
+        self.granted[launch.job_id] = self._type_of(nodes)
         return True
+
+    def _type_of(self, nodes: list[dict[str, Any]]) -> str:
+        """The GPU type of a gang's members, from the resources Ray assigned them (types joined by commas if they
+        differ, "none" if they hold none: neither should ever happen)."""
+        if not self.typed:
+            return self.cluster.default_type
+        types = {
+            name.removeprefix(TYPE_PREFIX) for n in nodes for name in n["resources"] if name.startswith(TYPE_PREFIX)
+        }
+        return ",".join(sorted(types)) or "none"
+
+    def granted_type(self, job_id: int) -> str:
+        return self.granted[job_id]
 
     def extend(self, job_id: int, deadline: float) -> None:
         ray.get([m.set_deadline.remote(deadline) for m in self.gangs[job_id][1]])
@@ -213,6 +285,7 @@ class RayBackend:
 
     def release(self, job_id: int) -> None:
         group, members = self.gangs.pop(job_id)
+        self.granted.pop(job_id, None)
         for member in members:
             with contextlib.suppress(ray.exceptions.RayError):
                 ray.get(member.kill.remote(), timeout=10)

@@ -2,10 +2,14 @@
 
 The trace is scaled by --time-scale X (arrivals and step counts divided by X) and written to DIR/trace.scaled.trace,
 so `shockwave simulate` can replay exactly what ran, with DIR/measured_throughputs.json (a Gavel table of the rates
-the jobs really reached, per batch size) and DIR/batch_sizes.json (the batch size each job really trained each epoch
-at, for `simulate --batch-sizes`). Results are the `simulate --json` object, with per-job status, preemptions,
-restarts, batch-size switches and measured throughput; T_iso (for finish-time fairness) is computed from the
-measured rates and the batch sizes the job really used.
+the jobs really reached, per GPU type and batch size) and DIR/batch_sizes.json (the batch size each job really
+trained each epoch at, for `simulate --batch-sizes`). Results are the `simulate --json` object, with per-job status,
+preemptions, restarts, batch-size switches, the GPU type of each lease and measured throughput; T_iso (for
+finish-time fairness) is computed from the measured rates and the batch sizes the job really used.
+
+The cluster may hold several GPU types (`--cluster v100:2,k80:2`), for policies that plan onto every type: on Ray
+each type is a custom resource (`shockwave.runtime.ray_backend.type_resource`) and a gang's GPUs are all of the type
+its plan names.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from typing import Any
 
 from shockwave.atomic import ensure_writable
 from shockwave.cluster import ClusterSpec
-from shockwave.core.loop import timeline
+from shockwave.core.loop import SchedulingLoop, timeline
 from shockwave.errors import InputError, require_extra
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
@@ -35,7 +39,13 @@ from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import build_profile, load_workload, schedule_from_switches
-from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, TableThroughputs, ThroughputModel, UnknownThroughput
+from shockwave.workload_model.throughput import (
+    DEFAULT_GPU_TYPE,
+    TableThroughputs,
+    ThroughputModel,
+    UnknownThroughput,
+    knows,
+)
 from shockwave.workload_model.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
 log = logging.getLogger(__name__)
@@ -49,6 +59,7 @@ class RunRequest:
     trace: Path
     policy: str
     gpus: int
+    """GPUs of the default type; with `cluster`, the cluster's total (taken from it)."""
     out: Path
     address: str | None = None
     round_seconds: float = 10.0
@@ -60,8 +71,8 @@ class RunRequest:
     placement: str = "PACK"
     max_restarts: int = 3
     command: str = DEFAULT_COMMAND
-    gpu_type: str = DEFAULT_GPU_TYPE
-    """The type of the cluster's GPUs (one type: GPU types on Ray come with heterogeneous clusters)."""
+    cluster: str | None = None
+    """The GPUs by type as `--cluster` writes them (`v100:2,k80:2`); None: `gpus` GPUs of the default type."""
     realloc_seconds: float | None = None
     """Gavel-style policies recompute their allocation at most this often (default: once per round; the
     simulator's reference mechanics throttle to 1000 simulated seconds instead)."""
@@ -69,6 +80,10 @@ class RunRequest:
     @property
     def journal_path(self) -> Path:
         return self.journal or self.out / "journal.sqlite"
+
+    @property
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec.parse(self.cluster) if self.cluster is not None else ClusterSpec.of(self.gpus)
 
 
 def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
@@ -109,32 +124,60 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     by_gang = ",".join(f"{gang}:{fmean(s):.2f}" for gang, s in sorted(startups.items()) if s)
     restart = result.get("restart_overhead_s") or 0.0
     policy = result.get("policy_spec", result["policy"])  # a file's class: its file and class
+    cluster = ("--cluster", result["cluster"]) if result.get("cluster") else ("--gpus", str(result["gpus"]))
     return [
         *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
-        *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", policy, "--gpus", str(result["gpus"])),
+        *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", policy, *cluster),
         *("--round-seconds", f"{round_s:.3f}", "--realloc-seconds", f"{realloc:.3f}", "--mechanics", "corrected"),
         *("--restart-seconds", f"{restart:.2f}", *(("--restart-seconds-by-gang", by_gang) if by_gang else ())),
     ]
 
 
-def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> dict[tuple[str, int, int], float]:
-    """(model, batch size, gang) -> steps/s, averaged over the jobs that ran like that."""
-    measured: dict[tuple[str, int, int], list[float]] = {}
+Rates = dict[tuple[str, str, int, int], float]
+"""(GPU type, model, batch size, gang) -> steps/s: a throughput table's keys."""
+
+
+def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> Rates:
+    """Steps/s by (GPU type, model, batch size, gang), averaged over the jobs that ran like that."""
+    measured: dict[tuple[str, str, int, int], list[float]] = {}
     for job_id, record in records.items():
-        for bs, rate in record.rates.items():
-            measured.setdefault((jobs[job_id].model, int(bs), jobs[job_id].scale_factor), []).append(rate)
+        job = jobs[job_id]
+        for gpu_type, by_size in record.rates.items():
+            for bs, rate in by_size.items():
+                measured.setdefault((gpu_type, job.model, int(bs), job.scale_factor), []).append(rate)
     return {key: fmean(values) for key, values in measured.items()}
 
 
-class _Measured:
-    """Measured rates first, the run's throughput model for anything not measured."""
+def _completed_rates(measured: Rates, used: set[tuple[str, int, int]], types: list[str], tm: ThroughputModel) -> Rates:
+    """The measured rates, and for every (model, batch size, gang) the run used, a rate on each of `types`: one not
+    measured there follows a type it was measured on by the throughput model's ratio between the two (the run's
+    scale, not the table's), else it is the model's own."""
+    rates = dict(measured)
+    for key in sorted(used | {k[1:] for k in measured}):
+        seen = [t for t in types if (t, *key) in measured]
+        if not seen:
+            log.warning("no rate measured for %s at batch size %d on %d GPU(s): the table uses the model's", *key)
+        for gpu_type in types:
+            if (gpu_type, *key) in rates:
+                continue
+            with contextlib.suppress(UnknownThroughput):
+                rate = tm.throughput(*key, gpu_type)
+                if seen:
+                    reference = tm.throughput(*key, seen[0])
+                    rate = measured[(seen[0], *key)] * rate / reference if reference > 0 else rate
+                rates[(gpu_type, *key)] = rate
+    return rates
 
-    def __init__(self, measured: dict[tuple[str, int, int], float], fallback: ThroughputModel) -> None:
+
+class _Measured:
+    """Measured rates (completed across types) first, the run's throughput model for anything else."""
+
+    def __init__(self, measured: Rates, fallback: ThroughputModel) -> None:
         self.measured, self.fallback, self.name = measured, fallback, "measured"
 
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
-        if (model, batch_size, gpus) in self.measured:
-            return self.measured[(model, batch_size, gpus)]
+        if (gpu_type, model, batch_size, gpus) in self.measured:
+            return self.measured[(gpu_type, model, batch_size, gpus)]
         return self.fallback.throughput(model, batch_size, gpus, gpu_type)
 
 
@@ -150,12 +193,48 @@ def _settings_of(request: RunRequest) -> dict[str, Any]:
 
 
 def _resumed(request: RunRequest, journal: Journal) -> RunRequest:
+    """The journal's run, not the flags: a setting the journal does not hold (it was written before the setting
+    existed) is the setting's default, what that run did."""
     saved = journal.settings()
     if "trace" not in saved:
         raise InputError("the journal holds no run to resume", path=request.journal_path)
-    names = {f.name for f in dataclasses.fields(request)} - set(PER_INVOCATION)
-    values = {k: Path(v) if k in PATH_FIELDS and v is not None else v for k, v in saved.items() if k in names}
+    if "cluster" not in saved and saved.get("gpu_type", DEFAULT_GPU_TYPE) != DEFAULT_GPU_TYPE:
+        saved["cluster"] = f"{saved['gpu_type']}:{saved['gpus']}"  # before GPU types on Ray: one type, by name
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(request):
+        if f.name in PER_INVOCATION or (f.name not in saved and f.default is dataclasses.MISSING):
+            continue
+        value = saved.get(f.name, f.default)
+        values[f.name] = Path(value) if f.name in PATH_FIELDS and value is not None else value
     return dataclasses.replace(request, **values)
+
+
+def _require_runnable(jobs: list[TraceJob], tm: ThroughputModel, cluster: ClusterSpec, trace: Path) -> None:
+    """Every GPU type of the cluster is one the throughput model knows jobs of the trace on, and every job can run
+    on some type (the model knows its rate there and the type's pool fits its gang): else a type's GPUs would stay
+    idle, or a job wait, for as long as the run lasts."""
+    known = {t: [knows(tm, *_key(job), t) for job in jobs] for t in cluster.types}
+    for gpu_type, knowing in known.items():
+        if not any(knowing):
+            raise InputError(
+                f"--cluster {cluster.describe()}: {tm.name} knows no job of the trace on {gpu_type!r} GPUs, so none "
+                f"could run there: give their rates on {gpu_type} with --throughputs, or leave the type out",
+                path=trace,
+            )
+    fits = [[known[p.gpu_type][i] and p.gpus >= job.scale_factor for p in cluster.pools] for i, job in enumerate(jobs)]
+    stuck = [i for i, types in enumerate(fits) if not any(types)]
+    if stuck:
+        job = jobs[stuck[0]]
+        raise InputError(
+            f"job {stuck[0]} ({job.model}, batch size {job.batch_size}, gang of {job.scale_factor}) can run on no GPU "
+            f"type of the cluster {cluster.describe()}: {tm.name} has no rate for it on a type whose pool fits its "
+            f"gang ({len(stuck)} such job(s))",
+            path=trace,
+        )
+
+
+def _key(job: TraceJob) -> tuple[str, int, int]:
+    return job.model, job.batch_size, job.scale_factor
 
 
 def run(
@@ -183,8 +262,11 @@ def run(
         request = _resumed(request, journal)
     info = policy_info(request.policy)
     request = dataclasses.replace(request, policy=info.name)  # kept: a file's absolute path
+    cluster = request.cluster_spec
+    request = dataclasses.replace(request, gpus=cluster.gpus)
     tm, original, _ = load_workload(request.trace, request.throughputs)
-    require_gangs_fit(original, request.gpus, request.trace)
+    require_gangs_fit(original, cluster.largest_pool, request.trace)
+    _require_runnable(original, tm, cluster, request.trace)
     jobs = scale_trace(original, request.time_scale)
     request.out.mkdir(parents=True, exist_ok=True)
     write_trace(jobs, request.out / "trace.scaled.trace")
@@ -192,6 +274,7 @@ def run(
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     profiles = [build_profile(job, tm) for job in jobs]
     policy = info.offered(min_realloc_interval_s=interval, config=config)
+    SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
     if request.resume:
         snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, request.journal_path)
     else:
@@ -200,7 +283,7 @@ def run(
         require_extra("ray", "cluster", "shockwave run")
         from shockwave.runtime.ray_backend import RayBackend
 
-        cluster_backend: Backend = RayBackend(request.gpus, request.address, request.placement)
+        cluster_backend: Backend = RayBackend(cluster, request.address, request.placement)
     else:
         cluster_backend = backend(request)
     settings = RuntimeSettings(
@@ -214,7 +297,7 @@ def run(
         jobs,
         profiles,
         tm,
-        ClusterSpec.of(request.gpus, gpu_type=request.gpu_type),
+        cluster,
         snapshot.policy,
         cluster_backend,
         journal,
@@ -245,18 +328,22 @@ def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], g
     return max(per_job, sum(t * jobs[i].scale_factor for i, t in training.items()) / gpus)
 
 
+def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str) -> float:
+    """GPU-seconds the run's leases held GPUs of `gpu_type`."""
+    return sum(r.run_seconds_by_type.get(gpu_type, 0.0) * jobs[i].scale_factor for i, r in records.items())
+
+
 def _result(
     request: RunRequest, policy: str, scheduler: RuntimeScheduler, tm: ThroughputModel, jobs: list[TraceJob]
 ) -> dict[str, Any]:
     records = scheduler.records
     schedules = {i: schedule_from_switches(jobs[i], r.switches) for i, r in records.items()}
-    rates = _measured_rates(jobs, records)
+    cluster = scheduler.cluster
     used = {(jobs[i].model, bs, jobs[i].scale_factor) for i, schedule in schedules.items() for bs in set(schedule)}
-    for key in sorted(used - rates.keys()):  # a batch size a job ended at before it ever reported a rate
-        with contextlib.suppress(UnknownThroughput):
-            rates[key] = tm.throughput(*key)
-            log.warning("no rate measured for %s at batch size %d on %d GPU(s): the table uses the model's", *key)
-    table = TableThroughputs({(DEFAULT_GPU_TYPE, *key): rate for key, rate in rates.items()}, "measured")
+    # Profiles and a replay's trace check read rates on the default type, even where the cluster has none of it.
+    types = [*cluster.types, *([DEFAULT_GPU_TYPE] if DEFAULT_GPU_TYPE not in cluster.types else [])]
+    rates = _completed_rates(_measured_rates(jobs, records), used, types, tm)
+    table = TableThroughputs(rates, "measured")
     (request.out / "measured_throughputs.json").write_text(json.dumps(table.to_json(), indent=1))
     (request.out / "batch_sizes.json").write_text(json.dumps({str(i): s for i, s in sorted(schedules.items())}))
     model = _Measured(rates, tm)
@@ -279,6 +366,11 @@ def _result(
         num_rounds=scheduler.view.round_index,
         makespan_lower_bound_s=_realised_lower_bound(jobs, records, request.gpus),
     )
+    if len(cluster.pools) > 1:
+        summary["utilization_by_type"] = {
+            pool.gpu_type: min(1.0, _busy(records, jobs, pool.gpu_type) / (pool.gpus * makespan)) if makespan else 0.0
+            for pool in cluster.pools
+        }
     extra = {i: records[i] for i in done}
     for job in summary["jobs"]:
         record = extra[job["id"]]
@@ -287,6 +379,7 @@ def _result(
             restarts=record.restarts,
             measured_throughput=record.measured_throughput,
             starts=record.starts,
+            gpu_types=record.gpu_types,
             batch_size_switches=record.switches,
             startup_s=record.startups,
         )
@@ -298,7 +391,7 @@ def _result(
         **({"policy_spec": request.policy} if request.policy != policy else {}),  # a file's class
         "trace": str(request.trace),
         "gpus": request.gpus,
-        "cluster": scheduler.cluster.describe(),
+        "cluster": cluster.describe(),
         "mechanics": "runtime",
         "round_seconds": request.round_seconds,
         "realloc_seconds": request.realloc_seconds or request.round_seconds,

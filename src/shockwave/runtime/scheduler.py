@@ -8,16 +8,22 @@ Each round (every `round_seconds`):
    to `max_restarts` times, then failed with its reason), or asking for another batch size;
 2. admit jobs whose (time-scaled) arrival has come;
 3. the loop asks the policy for the next round's plan and checks it;
-4. stop running jobs it did not choose (they checkpoint and exit; their GPUs are freed and verified free), extend
-   the leases of chosen running jobs (no restart), start the others from their checkpoints;
+4. stop running jobs it did not choose, or chose for another GPU type (they checkpoint and exit; their GPUs are
+   freed and verified free), extend the leases of the others it chose (no restart), start the rest from their
+   checkpoints on GPUs of the type the plan names;
 5. journal the state. A job that stops mid-round to ask for another batch size (at an epoch boundary) is granted it
    at once: it restarts from its checkpoint on the rest of its lease.
 A lease runs `hold_seconds` past its round so a job chosen again never stops between rounds.
+
+Rates are measured per GPU type: a lease's rate is kept under the type the cluster granted it, and the job's rates on
+types it has not been measured on (at its batch size) follow the measured ones by the throughput model's ratio
+between the types (`_calibrated`), so a policy never weighs a real rate against a table's.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +38,7 @@ from shockwave.runtime.backend import Backend, GangStatus, Launch
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import JobProfile
-from shockwave.workload_model.throughput import ThroughputModel
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
 from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
@@ -64,6 +70,9 @@ class _Running:
     last_step: int
     batch_size: int
     gpu_type: str
+    """The type the plan put the lease on (a plan that names another type moves the job)."""
+    granted: str
+    """The type the cluster granted the lease: its measured rate is that type's."""
     prior_rate: float | None
     """The job's smoothed rate at this batch size before this lease: the lease's own rate is blended into it."""
     last_report: float | None = None
@@ -188,8 +197,11 @@ class RuntimeScheduler:
         rate = status.lease_rate()
         if rate is not None:
             smoothed = rate if lease.prior_rate is None else EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate
-            record.rates[str(lease.batch_size)] = record.measured_throughput = smoothed
-            state.rates[lease.gpu_type] = smoothed
+            record.rates.setdefault(lease.granted, {})[str(lease.batch_size)] = smoothed
+            record.measured_throughput = smoothed
+            state.rates.update(
+                self._calibrated(state.family.name, state.scale_factor, lease.batch_size, state.rates, record)
+            )
         steps = status.step - lease.last_step
         since = lease.last_report if lease.last_report is not None else status.first_step_at
         state.steps_done = min(status.step, state.total_steps)
@@ -245,13 +257,13 @@ class RuntimeScheduler:
     def _switch(self, record: JobRecord, state: JobState, batch_size: int) -> None:
         """The job asked for `batch_size` (at a checkpoint): convert its progress, keeping the epochs it has done.
 
-        Until the job reports at the new batch size its rate is the one measured there before, else the current
-        one scaled as the throughput model scales it (`rates_after_switch`), else the current one: the job has
-        switched whatever the model knows.
+        Until the job reports at the new batch size its rate on each type is the one measured there before, else
+        the current one scaled as the throughput model scales it (`rates_after_switch`), else the current one: the
+        job has switched whatever the model knows.
         """
-        measured = record.rates.get(str(batch_size))
-        known = {self.cluster.default_type: measured} if measured is not None else {}
+        known = _measured_at(record, batch_size)
         rates = rates_after_switch(state, batch_size, self.throughputs, known) or dict(state.rates)
+        rates = self._calibrated(state.family.name, state.scale_factor, batch_size, rates, record)
         self.loop.switch_batch_size(state, batch_size, rates, round_up_progress=False)
         record.steps, record.total_steps, record.batch_size = state.steps_done, state.total_steps, batch_size
         record.switches.append([state.epochs_completed, batch_size])
@@ -265,26 +277,52 @@ class RuntimeScheduler:
             if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
                 continue
             rates = admission_rates(self.throughputs, spec.model, record.batch_size, spec.scale_factor, self.cluster)
-            measured = record.rates.get(str(record.batch_size))
-            if measured is not None:
-                rates[self.cluster.default_type] = measured
+            rates = self._calibrated(spec.model, spec.scale_factor, record.batch_size, rates, record)
             state = _at_checkpoint(JobState.admit(job_id, spec, self.profiles[job_id], rates), record)
             state.batch_size_changes = len(record.switches)
             record.status = "active"
             self.loop.admit(state)
+
+    def _calibrated(
+        self, model: str, gang: int, batch_size: int, rates: Mapping[str, float], record: JobRecord
+    ) -> dict[str, float]:
+        """`rates` (steps/s by GPU type at `batch_size`) with the rates `record` measured there, and each other type
+        scaled from the first measured one (in the cluster's order) by the throughput model's ratio between them.
+
+        Real rates are not the table's (jobs on logical GPUs all train on the same CPUs): a policy that weighed a
+        rate measured on one type against the table's on another would see that type many times faster or slower
+        than the model says it is. A type the model cannot compare keeps its rate.
+        """
+        measured = {t: rate for t, rate in _measured_at(record, batch_size).items() if t in self.cluster.types}
+        calibrated = {**rates, **measured}
+        reference = next((t for t in self.cluster.types if t in measured), None)
+        if reference is None:
+            return calibrated
+        for gpu_type in rates:
+            if gpu_type in measured:
+                continue
+            try:
+                there = self.throughputs.throughput(model, batch_size, gang, gpu_type)
+                here = self.throughputs.throughput(model, batch_size, gang, reference)
+            except UnknownThroughput:
+                continue
+            if here > 0:
+                calibrated[gpu_type] = measured[reference] * there / here
+        return calibrated
 
     # -- acting ---------------------------------------------------------------------------------------------------
     def _apply(self, plan: RoundPlan, decided: float) -> float:
         """Carry out the round; returns when its leases begin (once the preempted jobs have left their GPUs).
 
         Kept jobs are extended first, so a slow drain never lets their leases lapse; the round's clock starts after
-        the drain, so jobs started now get a whole round however long the preempted took to checkpoint.
+        the drain, so jobs started now get a whole round however long the preempted took to checkpoint. A running
+        job the plan puts on another GPU type is preempted and started again there.
         """
         chosen = {job_id: assignment.gpu_type for assignment in plan.assignments for job_id in assignment.jobs}
-        for job_id in chosen:
-            if job_id in self.running:
-                self._extend(job_id, self._lease_end(self.clock.now()))
-        stopping = [j for j in self.running if j not in chosen]
+        kept = [j for j, gpu_type in chosen.items() if j in self.running and self.running[j].gpu_type == gpu_type]
+        for job_id in kept:
+            self._extend(job_id, self._lease_end(self.clock.now()))
+        stopping = [j for j in self.running if j not in kept]
         for job_id in stopping:
             self.backend.stop(job_id)
         self._drain(stopping)
@@ -344,17 +382,23 @@ class RuntimeScheduler:
             gpu_type=gpu_type,
         )
         if self.backend.start(launch):
-            prior = record.rates.get(str(state.batch_size))
+            granted = self.backend.granted_type(job_id)
+            if granted != gpu_type:
+                log.warning("job %d was planned on %s GPUs but the cluster granted it %s", job_id, gpu_type, granted)
+            prior = record.rates.get(granted, {}).get(str(state.batch_size))
             self.running[job_id] = _Running(
-                self.elapsed(), wanted, deadline, record.steps, state.batch_size, gpu_type, prior
+                self.elapsed(), wanted, deadline, record.steps, state.batch_size, gpu_type, granted, prior
             )
             record.starts.append(self.elapsed())
+            record.gpu_types.append(granted)
 
     def _release(self, job_id: int) -> None:
         lease = self.running.pop(job_id, None)
         if lease is not None:
             self.backend.release(job_id)
-            self.records[job_id].run_seconds += self.elapsed() - lease.started
+            record, held = self.records[job_id], self.elapsed() - lease.started
+            record.run_seconds += held
+            record.run_seconds_by_type[lease.granted] = record.run_seconds_by_type.get(lease.granted, 0.0) + held
 
     def _save(self) -> None:
         """Journal the state; only then delete the checkpoints it no longer names (the journal and the files on
@@ -365,6 +409,11 @@ class RuntimeScheduler:
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()
+
+
+def _measured_at(record: JobRecord, batch_size: int) -> dict[str, float]:
+    """The job's smoothed rate at `batch_size` on each GPU type it was measured on there."""
+    return {t: by_size[str(batch_size)] for t, by_size in record.rates.items() if str(batch_size) in by_size}
 
 
 def _at_checkpoint(state: JobState, record: JobRecord) -> JobState:

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 @dataclass
 class Launch:
     job: JobState
-    steps: int
+    steps: int | float
     finish: float
     gpus: tuple[int, ...]
     startup_s: float = 0.0
@@ -128,7 +128,7 @@ class Simulator:
             cost = min(m.restart_cost(job.scale_factor), exec_s)
             factor = (exec_s - cost) / exec_s
             exec_s -= cost
-        steps = int(launch.steps * factor)
+        steps = launch.steps if factor == 1.0 else int(launch.steps * factor)  # a fraction only in a last round
         job.last_finish_s = launch.finish
         job.run_time_s += exec_s
         completed = False

@@ -16,6 +16,7 @@ from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload_model.profile import load_workload
 from shockwave.workload_model.summary import makespan_lower_bound
+from shockwave.workload_model.throughput import TableWithFallback
 from shockwave.workload_model.trace import require_gangs_fit
 
 
@@ -69,4 +70,6 @@ def simulate(
         "throughputs": tm.name,
     }
     summary = {**header, **result.summary, "timeline": timeline(result.rounds), "provenance": provenance(mechanics)}
+    if isinstance(tm, TableWithFallback) and tm.estimated:
+        summary["estimated_throughputs"] = tm.estimated_records()
     return summary, result

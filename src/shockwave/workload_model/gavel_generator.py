@@ -5,8 +5,9 @@ made, even when multi-GPU jobs are off), a duration bucket and an exponent (60·
 probability 0.2, else [1.5, 3)), then templates until one fits the scale factor, then (with priorities) a weight
 draw. Arrivals come from `random.Random(seed + 3)`: the first job at 0, then exponential gaps of mean `lam` seconds
 (none drawn when `lam` is 0: a static workload). A job's steps are its duration times its gang's V100 throughput,
-so the duration is its run time on dedicated V100s. CPython's Mersenne Twister and `_randbelow` are the same on
-every install, so the same seed gives the same stream the reference generates.
+so the duration is its run time on dedicated V100s; steps are kept fractional, as in the reference (whose own
+trace writer rounds them down, moving every finish by up to a step). CPython's Mersenne Twister and `_randbelow`
+are the same on every install, so the same seed gives the same stream the reference generates.
 """
 
 from __future__ import annotations
@@ -59,6 +60,16 @@ class GavelWorkload:
     multi_gpu: bool = False
     multi_priority: bool = False
 
+    def file_name(self) -> str:
+        kind = "static" if self.lam == 0 else f"lam{self.lam:g}"
+        extras = ("_multigpu" if self.multi_gpu else "") + ("_multipriority" if self.multi_priority else "")
+        return f"gavel_{self.jobs}_{kind}_seed{self.seed}{extras}.trace"
+
+    @property
+    def jobs_per_hour(self) -> float | None:
+        """The input job rate (None for a static workload)."""
+        return 3600.0 / self.lam if self.lam else None
+
     def __post_init__(self) -> None:
         if not 1 <= self.jobs <= 1_000_000:
             raise InputError(f"--jobs must be between 1 and 1000000, got {self.jobs}")
@@ -106,7 +117,7 @@ def _job(rng: random.Random, workload: GavelWorkload, throughputs: ThroughputMod
         working_directory=family.working_directory,
         num_steps_arg=family.num_steps_arg,
         needs_data_dir=template.needs_data_dir,
-        total_steps=max(1, int(duration * rate)),  # the reference writes steps with %d
+        total_steps=duration * rate,  # not rounded: the reference's generated jobs keep the fraction
         scale_factor=gang,
         mode="static",
         priority_weight=weight,

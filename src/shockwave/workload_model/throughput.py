@@ -3,6 +3,10 @@
 Both answer `throughput(model, batch_size, gpus, gpu_type)` in iterations (global minibatches) per second for the
 whole gang. Only the isolated ("null") entries of a table are read; co-location entries serve packing policies we
 do not implement yet.
+
+A table given by the user (`load_throughputs(path)`) also answers gang sizes it does not list (`TableWithFallback`):
+Gavel's Philly-derived traces hold gangs of up to 64 GPUs, its tables only 1, 2, 4 and 8. Such a rate is an estimate,
+and the model records it, so a result can say which of its numbers rest on one.
 """
 
 from __future__ import annotations
@@ -10,12 +14,13 @@ from __future__ import annotations
 import ast
 import math
 import reprlib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import Any, NamedTuple, Protocol
 
 from shockwave.errors import InputError
 from shockwave.jsonfile import read_json_object
-from shockwave.workload_model.catalog import split_job_type
+from shockwave.workload_model.catalog import FAMILIES, split_job_type
 
 DEFAULT_GPU_TYPE = "v100"
 
@@ -41,17 +46,30 @@ def knows(tm: ThroughputModel, model: str, batch_size: int, gpus: int, gpu_type:
 
 
 class TableThroughputs:
-    """A Gavel-format table: worker_type -> "('<Model> (batch size B)', sf)" -> {"null": it/s, ...}."""
+    """A Gavel-format table: worker_type -> "('<Model> (batch size B)', sf)" -> {"null": it/s, ...}.
 
-    def __init__(self, table: dict[tuple[str, str, int, int], float], name: str) -> None:
+    An entry of 0 is not a rate: it answers UnknownThroughput like an absent one (Shockwave's tables mark what was not
+    measured so; Gavel's marks ResNet-50 at batch 128 on 2-8 K80s, which cannot run there). `zeros` keeps those keys
+    apart from absent ones, so that nothing estimates over a 0 the table states.
+    """
+
+    def __init__(
+        self,
+        table: dict[tuple[str, str, int, int], float],
+        name: str,
+        zeros: frozenset[tuple[str, str, int, int]] = frozenset(),
+    ) -> None:
         self._table = table
         self.name = name
+        self.zeros = zeros
+        self._gangs: dict[tuple[str, str, int], dict[int, float]] | None = None
 
     @classmethod
     def from_json(cls, path: str | Path) -> TableThroughputs:
         path = Path(path)
         raw = read_json_object(path, "throughput", "a JSON object keyed by GPU type")
         table: dict[tuple[str, str, int, int], float] = {}
+        zeros: set[tuple[str, str, int, int]] = set()
         for gpu_type, entries in raw.items():
             if not isinstance(entries, dict):
                 raise InputError(f"entry for GPU type {gpu_type!r} is not an object", path=path)
@@ -65,14 +83,17 @@ class TableThroughputs:
                         path=path,
                         field=f"{gpu_type}/{key}",
                     )
-                if value == 0:
-                    continue  # zero marks "not measured"
                 try:
                     model, bs = split_job_type(job_type)
                 except ValueError as exc:
+                    if value == 0:
+                        continue  # a 0 states nothing: its key was never checked, and still is not
                     raise InputError(str(exc), path=path, field=f"{gpu_type}/{key}") from None
-                table[(gpu_type, model, bs, sf)] = value
-        return cls(table, name=str(path))
+                if value == 0:
+                    zeros.add((gpu_type, model, bs, sf))  # not measured, or cannot run there: not a rate
+                else:
+                    table[(gpu_type, model, bs, sf)] = value
+        return cls(table, name=str(path), zeros=frozenset(zeros))
 
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
         try:
@@ -81,6 +102,17 @@ class TableThroughputs:
             raise UnknownThroughput(
                 f"{self.name} has no {gpu_type} throughput for {model} at batch size {batch_size} on {gpus} GPU(s)"
             ) from None
+
+    def gangs(self, model: str, batch_size: int, gpu_type: str = DEFAULT_GPU_TYPE) -> Mapping[int, float]:
+        """Gang size -> it/s of every gang the table lists for this job on this type, 0 for a listed 0."""
+        if self._gangs is None:
+            index: dict[tuple[str, str, int], dict[int, float]] = {}
+            for t, m, b, g in self.zeros:
+                index.setdefault((t, m, b), {})[g] = 0.0
+            for (t, m, b, g), value in self._table.items():
+                index.setdefault((t, m, b), {})[g] = value
+            self._gangs = index
+        return self._gangs.get((gpu_type, model, batch_size), {})
 
     def entries(self, gpu_type: str = DEFAULT_GPU_TYPE) -> dict[tuple[str, int, int], float]:
         """(model, batch size, gpus) -> it/s for one GPU type."""
@@ -114,10 +146,98 @@ def _parse_key(key: str, path: Path) -> tuple[str, int]:
     return job_type, sf
 
 
-def load_throughputs(path: str | Path | None) -> ThroughputModel:
-    """The table at `path`, or the project's built-in model when no path is given."""
-    if path is None:
-        from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
+class Estimate(NamedTuple):
+    """A rate the table does not list, and what it was made from."""
 
+    model: str
+    batch_size: int
+    gpus: int
+    gpu_type: str
+    rate: float
+    basis: str
+
+
+class TableWithFallback:
+    """A table that also answers gang sizes it does not list for a job it lists on that GPU type, and records them.
+
+    A distributable job on g GPUs takes the rate of the nearest gang the table lists (the largest below g, else the
+    smallest above), scaled by the fallback model's ratio between the two gangs: the table keeps its level, the
+    built-in model (`builtin_throughput`, fitted per GPU type) gives only the shape of scaling. A job whose family does
+    not train distributed (Recommendation, A3C, CycleGAN: Gavel's Philly traces give them gangs of up to 32) holds its
+    gang but trains on one GPU: the table's 1-GPU rate. Nothing else is estimated: a batch size or GPU type the table
+    lacks, any gang of a job the table lists as 0 on that type at some gang (it cannot run there, or was not
+    measured: no guess around it), and a family unknown to the fallback stay unknown.
+    """
+
+    def __init__(self, table: TableThroughputs, fallback: ThroughputModel) -> None:
+        self.table, self.fallback = table, fallback
+        self.name = table.name
+        self._estimates: dict[tuple[str, int, int, str], Estimate] = {}
+
+    @property
+    def estimated(self) -> tuple[Estimate, ...]:
+        """Every rate answered by estimation so far, sorted by (model, batch size, gpus, GPU type)."""
+        return tuple(self._estimates[key] for key in sorted(self._estimates))
+
+    def estimated_records(self) -> list[dict[str, Any]]:
+        """`estimated` as JSON-ready records."""
+        return [e._asdict() for e in self.estimated]
+
+    def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
+        try:
+            return self.table.throughput(model, batch_size, gpus, gpu_type)
+        except UnknownThroughput as missing:
+            key = (model, batch_size, gpus, gpu_type)
+            estimate = self._estimates.get(key) or self._estimate(*key)
+            if estimate is None:
+                raise missing from None
+            self._estimates[key] = estimate
+            return estimate.rate
+
+    def _estimate(self, model: str, batch_size: int, gpus: int, gpu_type: str) -> Estimate | None:
+        listed = self.table.gangs(model, batch_size, gpu_type)
+        fam = FAMILIES.get(model)
+        if fam is None or not listed or gpus in listed or gpus < 1 or 0.0 in listed.values():
+            return None
+        if not fam.distributable:
+            if 1 not in listed:
+                return None
+            basis = "the table's 1-GPU rate: does not train distributed"
+            return Estimate(model, batch_size, gpus, gpu_type, listed[1], basis)
+        below = [g for g in listed if g < gpus]
+        anchor = max(below) if below else min(listed)
+        try:
+            ratio = self.fallback.throughput(model, batch_size, gpus, gpu_type) / self.fallback.throughput(
+                model, batch_size, anchor, gpu_type
+            )
+        except UnknownThroughput:
+            return None
+        basis = f"the table's {anchor}-GPU rate x the {self.fallback.name} model's ratio {gpus}/{anchor}"
+        return Estimate(model, batch_size, gpus, gpu_type, listed[anchor] * ratio, basis)
+
+
+def estimates_among(
+    tm: ThroughputModel, jobs: Iterable[tuple[str, int, int]], gpu_types: Iterable[str]
+) -> tuple[Estimate, ...]:
+    """Which rates of these (model, batch size, gpus) on these GPU types `tm` estimates (none for a plain table or
+    the built-in model), asking it for each so that they are known before a run needs them."""
+    if not isinstance(tm, TableWithFallback):
+        return ()
+    wanted = {(m, b, g, t) for m, b, g in jobs for t in gpu_types}
+    for key in sorted(wanted):
+        try:
+            tm.throughput(*key)
+        except UnknownThroughput:
+            continue
+    return tuple(e for e in tm.estimated if (e.model, e.batch_size, e.gpus, e.gpu_type) in wanted)
+
+
+def load_throughputs(path: str | Path | None, *, estimate_gangs: bool = True) -> ThroughputModel:
+    """The table at `path` (answering gangs it lacks by estimation unless `estimate_gangs` is off), or the project's
+    built-in model when no path is given."""
+    from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
+
+    if path is None:
         return BuiltinThroughputs()
-    return TableThroughputs.from_json(path)
+    table = TableThroughputs.from_json(path)
+    return TableWithFallback(table, BuiltinThroughputs()) if estimate_gangs else table

@@ -1,8 +1,16 @@
-"""The 12-column tab-separated trace format (spec §1.2): read, validate, write, byte for byte.
+"""Trace files: read, validate and write, byte for byte, in our 12-column format and in Gavel's.
 
-Columns: job_type, command, working_directory, num_steps_arg, needs_data_dir, total_steps, scale_factor, mode,
-priority_weight, SLO, duration, arrival_time. Writing uses the reference's formatting, so reading a reference trace
-and writing it back gives the same bytes.
+Our format (spec §1.2) has 12 tab-separated columns: job_type, command, working_directory, num_steps_arg,
+needs_data_dir, total_steps, scale_factor, mode, priority_weight, SLO, duration, arrival_time. Writing uses the
+reference's formatting, so reading a reference trace and writing it back gives the same bytes.
+
+`read_trace` also reads Gavel's two formats, told apart by their column count (GAVEL_SPEC §1.3): its 10-column format
+(`GAVEL_COLUMNS`: ours without mode and duration) and the 7-column one of its Philly-derived msr traces
+(`GAVEL_MSR_COLUMNS`). The msr column order is the one Gavel's parser of that format unpacked (job_type, command,
+num_steps_arg, needs_data_dir, total_steps, arrival_time, scale_factor), and the data agree: the last column holds
+Philly's GPU counts (1, 2, 4, 8, 16, 32, 64 and the odd 7, 12, 20, 24), the sixth non-decreasing arrival times.
+Gavel's jobs train at one batch size (mode "static") and state no duration (0). `write_trace(..., "gavel")` writes
+Gavel's 10-column format as its trace generator does, so reading and writing a trace it wrote gives the same bytes.
 
 An adaptive job's profile holds one entry per epoch, so `total_steps` is bounded before anything is expanded: at
 most MAX_EPOCHS epochs of its model and batch size; every job (with a throughput model) to at most MAX_RUNTIME_S of
@@ -14,7 +22,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +48,16 @@ COLUMNS = (
     "duration",
     "arrival_time",
 )
+GAVEL_COLUMNS = tuple(c for c in COLUMNS if c not in ("mode", "duration"))
+GAVEL_MSR_COLUMNS = (
+    "job_type",
+    "command",
+    "num_steps_arg",
+    "needs_data_dir",
+    "total_steps",
+    "arrival_time",
+    "scale_factor",
+)
 MAX_EPOCHS = 100_000
 """The released traces need at most ~21,000 (a 5-hour Recommendation job at batch size 4096); the per-epoch profile
 of a job at this bound takes about a second to build."""
@@ -55,7 +74,8 @@ class TraceJob:
     working_directory: str
     num_steps_arg: str
     needs_data_dir: bool
-    total_steps: int
+    total_steps: int | float
+    """Whole steps, but a static job's may hold a fraction of a step (Gavel's generated jobs: run time x rate)."""
     scale_factor: int
     mode: str
     priority_weight: float
@@ -108,6 +128,7 @@ def _number(value: float) -> str:
 
 
 def format_line(job: TraceJob) -> str:
+    """One line of our 12-column format."""
     return "\t".join(
         (
             job.job_type,
@@ -126,15 +147,68 @@ def format_line(job: TraceJob) -> str:
     )
 
 
-def write_trace(jobs: Iterable[TraceJob], path: str | Path) -> None:
-    Path(path).write_text("".join(format_line(job) + "\n" for job in jobs), encoding="utf-8")
+def format_gavel_line(job: TraceJob) -> str:
+    """One line of Gavel's 10-column format, as its trace generator writes it (%d integers, %f SLO). An arrival time
+    is written as ours are (whole seconds as an integer), since Gavel reads it as a float and ours are fractional."""
+    return "\t".join(
+        (
+            job.job_type,
+            job.command,
+            job.working_directory,
+            job.num_steps_arg,
+            str(int(job.needs_data_dir)),
+            str(job.total_steps),
+            str(job.scale_factor),
+            _number(job.priority_weight),
+            f"{job.slo:f}",
+            _number(job.arrival),
+        )
+    )
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    name: str
+    columns: tuple[str, ...]
+    label: str
+    format_line: Callable[[TraceJob], str] | None = None
+    """None: read only."""
+
+
+SHOCKWAVE_FORMAT = TraceFormat("shockwave", COLUMNS, "shockwave's 12-column format", format_line)
+GAVEL_FORMAT = TraceFormat("gavel", GAVEL_COLUMNS, "Gavel's 10-column format", format_gavel_line)
+GAVEL_MSR_FORMAT = TraceFormat("gavel-msr", GAVEL_MSR_COLUMNS, "the 7-column format of Gavel's msr traces")
+FORMATS = {f.name: f for f in (SHOCKWAVE_FORMAT, GAVEL_FORMAT, GAVEL_MSR_FORMAT)}
+BY_COLUMN_COUNT = {len(f.columns): f for f in FORMATS.values()}
+WRITABLE_FORMATS = tuple(name for name, f in FORMATS.items() if f.format_line is not None)
+
+
+def write_trace(jobs: Iterable[TraceJob], path: str | Path, trace_format: str = "shockwave") -> None:
+    """Write `jobs` in one of WRITABLE_FORMATS (Gavel's has no mode or duration: those are not written)."""
+    fmt = FORMATS.get(trace_format)
+    if fmt is None or fmt.format_line is None:
+        raise InputError(f"unknown trace format {trace_format!r}; choose {' or '.join(WRITABLE_FORMATS)}")
+    Path(path).write_text("".join(fmt.format_line(job) + "\n" for job in jobs), encoding="utf-8")
+
+
+def detect_format(lines: list[list[str]]) -> TraceFormat | None:
+    """The format most job lines (split at tabs) have the column count of; ties go to the earliest. A majority, not
+    the first line, so that one broken first line does not make every other line wrong."""
+    counts = Counter(len(fields) for fields in lines if len(fields) in BY_COLUMN_COUNT)
+    if not counts:
+        return None
+    first: dict[int, int] = {}
+    for i, fields in enumerate(lines):
+        first.setdefault(len(fields), i)
+    best = max(counts, key=lambda n: (counts[n], -first[n]))
+    return BY_COLUMN_COUNT[best]
 
 
 class _LineParser:
     """Parses one line, recording every problem instead of stopping at the first."""
 
-    def __init__(self, path: Path, lineno: int, fields: list[str]) -> None:
-        self.path, self.lineno, self.fields = path, lineno, dict(zip(COLUMNS, fields, strict=True))
+    def __init__(self, path: Path, lineno: int, fields: list[str], fmt: TraceFormat = SHOCKWAVE_FORMAT) -> None:
+        self.path, self.lineno, self.fields = path, lineno, dict(zip(fmt.columns, fields, strict=True))
         self.problems: list[InputError] = []
 
     def problem(self, column: str, message: str) -> None:
@@ -150,6 +224,17 @@ class _LineParser:
         if value < minimum:
             self.problem(column, f"must be >= {minimum}, got {value}")
         return value
+
+    def steps(self, mode: str) -> int | float:
+        """Whole steps; a static job may also have a fraction of one (Gavel's generated jobs are run time x rate)."""
+        if mode == "static":
+            try:
+                value = float(self.fields["total_steps"])
+            except ValueError:
+                value = math.nan
+            if math.isfinite(value) and value >= 1 and not value.is_integer():
+                return value
+        return self.integer("total_steps", 1)
 
     def real(self, column: str, minimum: float | None = None) -> float:
         text = self.fields[column]
@@ -176,51 +261,71 @@ class _LineParser:
             self.problem("job_type", str(exc))
         if self.fields["needs_data_dir"] not in ("0", "1"):
             self.problem("needs_data_dir", f"expected 0 or 1, got {self.fields['needs_data_dir']!r}")
-        mode = self.fields["mode"]
+        # Gavel's formats have no mode (its jobs train at one batch size), no duration, and the msr one no folder,
+        # priority or SLO.
+        mode = self.fields.get("mode", "static")
         if mode not in MODES:
             self.problem("mode", f"unknown mode {mode!r}; expected one of {', '.join(MODES)}")
         return TraceJob(
             job_type=job_type,
             command=self.fields["command"],
-            working_directory=self.fields["working_directory"],
+            working_directory=self.fields.get("working_directory", ""),
             num_steps_arg=self.fields["num_steps_arg"],
             needs_data_dir=self.fields["needs_data_dir"] == "1",
-            total_steps=self.integer("total_steps", 1),
+            total_steps=self.steps(mode),
             scale_factor=self.integer("scale_factor", 1),
             mode=mode,
-            priority_weight=self.real("priority_weight", 0.0),
-            slo=self.real("SLO"),
-            duration=self.integer("duration", 0),
+            priority_weight=self.real("priority_weight", 0.0) if "priority_weight" in self.fields else 1.0,
+            slo=self.real("SLO") if "SLO" in self.fields else -1.0,
+            duration=self.integer("duration", 0) if "duration" in self.fields else 0,
             arrival=self.real("arrival_time", 0.0),
         )
+
+
+def trace_format(path: str | Path) -> TraceFormat | None:
+    """The format `read_trace` reads the file in (None: no line has a known column count)."""
+    text = read_text(Path(path), "trace file")
+    return detect_format([line.split("\t") for line in text.splitlines() if line.strip()])
+
+
+def _column_count_problem(fmt: TraceFormat | None, found: int, path: Path, lineno: int) -> InputError:
+    if fmt is None:
+        known = ", ".join(f"{len(f.columns)} ({f.label})" for f in FORMATS.values())
+        return InputError(f"expected tab-separated columns: {known}; found {found}", path=path, line=lineno)
+    reason = f"expected {len(fmt.columns)} tab-separated columns, found {found}"
+    if fmt is not SHOCKWAVE_FORMAT:
+        reason += f" (the file's other lines are in {fmt.label})"
+    return InputError(reason, path=path, line=lineno)
 
 
 def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> list[TraceJob]:
     """Jobs sorted by arrival; raises TraceError listing every problem (with line and field).
 
-    With `throughputs`, a job whose (model, batch size, gang size) has no known throughput is a problem too.
+    The format (ours or one of Gavel's) is the one most lines' column count names. With `throughputs`, a job whose
+    (model, batch size, gang size) has no known throughput is a problem too.
     """
     path = Path(path)
     text = read_text(path, "trace file")
+    numbered = [(lineno, line.split("\t")) for lineno, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    fmt = detect_format([fields for _, fields in numbered])
     jobs: list[TraceJob] = []
     problems: list[InputError] = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    idle: list[int] = []
+    for lineno, fields in numbered:
+        if fmt is None or len(fields) != len(fmt.columns):
+            problems.append(_column_count_problem(fmt, len(fields), path, lineno))
             continue
-        fields = line.split("\t")
-        if len(fields) != len(COLUMNS):
-            problems.append(
-                InputError(
-                    f"expected {len(COLUMNS)} tab-separated columns, found {len(fields)}", path=path, line=lineno
-                )
-            )
+        if fmt is GAVEL_MSR_FORMAT and fields[-1].strip() == "0":
+            idle.append(lineno)  # a Philly job that held no GPU: Gavel's reader of this format skipped it too
             continue
-        parser = _LineParser(path, lineno, fields)
+        parser = _LineParser(path, lineno, fields, fmt)
         job = parser.parse()
         if not parser.problems:
             _check_against_catalog(parser, job, throughputs)
         problems.extend(parser.problems)
         jobs.append(job)
+    if idle:
+        log.warning("%s: skipped %d job(s) of 0 GPUs (first on line %d), as Gavel does", path, len(idle), idle[0])
     if not jobs and not problems:
         problems.append(InputError("trace is empty: no job lines", path=path))
     if problems:
@@ -235,11 +340,16 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
 def _check_against_catalog(parser: _LineParser, job: TraceJob, throughputs: ThroughputModel | None) -> None:
     """A well-formed line's job can be profiled: its gang and batch size are known and its length is bounded."""
     fam = FAMILIES[job.model]
-    if job.scale_factor > 1 and not fam.distributable:
+    single = job.scale_factor > 1 and not fam.distributable
+    if single and job.mode != "static":
         parser.problem("scale_factor", f"{job.model} does not train distributed: its gang size must be 1")
         return
+    # A static job's gang is the GPUs it holds (Gavel's Philly traces give every family gangs): the throughput
+    # model decides whether it has a rate there.
     if throughputs is not None and not knows(throughputs, job.model, job.batch_size, job.scale_factor):
         where = f"no throughput for {job.job_type} on {job.scale_factor} GPU(s) in {throughputs.name}"
+        if single:
+            where = f"{job.model} does not train distributed: {where}"
         gangs = [g for g in COMMON_GANGS if knows(throughputs, job.model, job.batch_size, g)]
         if gangs:
             parser.problem("scale_factor", f"{where} (only on {', '.join(map(str, gangs))})")

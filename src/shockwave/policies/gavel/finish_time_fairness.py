@@ -26,7 +26,11 @@ class FinishTimeFairness:
     name = "finish_time_fairness"
     heterogeneity_aware = False
 
-    def __init__(self) -> None:
+    def __init__(self, *, reference_quirks: bool = False) -> None:
+        self.reference_quirks = reference_quirks
+        """Build the program as the reference Gavel does (a maximum over one ratio per job): the same optimum, but
+        ECOS returns the same point among the optimal allocations as the reference, which decides its numbers. The
+        vectorised epigraph is 8-55x faster and is used otherwise."""
         self.isolated_time: dict[int, float] = {}
         self.previous_remaining: dict[int, int] = {}
         self.previous_iso_rate: dict[int, float] = {}
@@ -65,6 +69,8 @@ class FinishTimeFairness:
             [self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j] for j in inputs.job_ids]
         )
         x = cp.Variable(thr.shape)
+        if self.reference_quirks:
+            return self._solved(inputs, x, self._as_the_reference(inputs, thr, x, since, remaining, t_iso), iso_x)
         t = cp.Variable()
         constraints = base_constraints(x, inputs)
         busy = remaining > 0
@@ -75,12 +81,31 @@ class FinishTimeFairness:
         done = ~busy & (t_iso > 0)
         if done.any():
             constraints.append(t >= np.max(since[done] / t_iso[done]))
-        problem = cp.Problem(cp.Minimize(t), constraints)
+        return self._solved(inputs, x, cp.Problem(cp.Minimize(t), constraints), iso_x)
+
+    @staticmethod
+    def _solved(inputs: AllocationInputs, x: cp.Variable, problem: cp.Problem, iso_x: np.ndarray) -> Allocation:
         try:
             solve(problem)
             return as_allocation(inputs, x)
         except SolverFailure:
             return inputs.unflatten(iso_x)
+
+    @staticmethod
+    def _as_the_reference(
+        inputs: AllocationInputs,
+        thr: np.ndarray,
+        x: cp.Variable,
+        since: np.ndarray,
+        remaining: np.ndarray,
+        t_iso: np.ndarray,
+    ) -> cp.Problem:
+        ratios = [
+            (since[i] + remaining[i] * cp.inv_pos(cp.sum(cp.multiply(thr[i], x[i])))) / t_iso[i]
+            for i in range(len(inputs.job_ids))
+        ]
+        objective = cp.Minimize(ratios[0] if len(ratios) == 1 else cp.maximum(*ratios))
+        return cp.Problem(objective, base_constraints(x, inputs))
 
 
 class FinishTimeFairnessPerf(FinishTimeFairness):

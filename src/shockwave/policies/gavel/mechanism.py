@@ -181,7 +181,7 @@ class GavelPolicy(Policy):
         self.ran_on.pop(job.id, None)
         self.needs_realloc = True
 
-    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
+    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
         gpu_type = self.ran_on.get(job.id, view.cluster.default_type)
         self.job_time[gpu_type][job.id] += exec_s
         self.worker_time[gpu_type] += exec_s
@@ -219,7 +219,7 @@ class GavelPolicy(Policy):
         for gpu_type in self._types(view):
             times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
             for job_id, time in times.items():
-                should = self.allocation[job_id][gpu_type] * elapsed if job_id in self.allocation else 0
+                should = self.allocation[job_id].get(gpu_type, 0.0) * elapsed if job_id in self.allocation else 0
                 deficits[job_id] += should - (time - reseed)
             self.worker_time[gpu_type] = 0.0
             for job_id in times:
@@ -230,7 +230,7 @@ class GavelPolicy(Policy):
         self.needs_realloc = False
 
     def _priority(self, job: JobState, gpu_type: str) -> float:
-        share = self.allocation[job.id][gpu_type] if job.id in self.allocation else 0.0
+        share = self.allocation.get(job.id, {}).get(gpu_type, 0.0)
         if not share or job.rate(gpu_type) <= 0:
             return 0.0
         worker_time = self.worker_time[gpu_type]

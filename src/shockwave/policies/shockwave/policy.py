@@ -80,6 +80,10 @@ class SolverStats:
 
 class ShockwavePolicy(Policy):
     name = "shockwave"
+    plans_gpu_types = True
+    """On several GPU types the market sees the cluster's GPUs as one pool, forecasts at the default type's rates,
+    and each round's jobs take their fastest type with room (`plan_fastest_first`): it runs, and uses every type,
+    but does not plan types; the heterogeneity-aware market is a later step."""
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
@@ -102,7 +106,7 @@ class ShockwavePolicy(Policy):
         self.targets.forget(job.id)
         self.job_set_changed = True
 
-    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int) -> None:
+    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
         self.forecasts[job.id].record(steps, exec_s, job.batch_size)
 
     # -- what it has learnt ------------------------------------------------------------------------------------------
@@ -136,9 +140,9 @@ class ShockwavePolicy(Policy):
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
             offset = 0
-        chosen = [j for j in self.rounds[offset] if j in view.jobs]
-        self.last_run = set(chosen)
-        return view.plan_on_default_type(chosen)
+        plan = view.plan_fastest_first(j for j in self.rounds[offset] if j in view.jobs)
+        self.last_run = set(plan.job_ids)
+        return plan
 
     def _replan(self, view: SchedulerView) -> None:
         started = time.perf_counter()
@@ -171,7 +175,7 @@ class ShockwavePolicy(Policy):
             f.observe(int(p), jobs[j].batch_size, jobs[j].rate(view.cluster.default_type))
         remaining = np.array([f.remaining_runtime(p) for f, p in zip(forecasts, progress, strict=True)])
         epochs = np.array([f.epochs for f in forecasts])
-        share = equal_share(view.default_gpus, len(ids))
+        share = equal_share(view.cluster.gpus, len(ids))
         if self.job_set_changed:
             self.targets.reestimate(
                 view.round_index,
@@ -186,7 +190,7 @@ class ShockwavePolicy(Policy):
             progress=progress,
             remaining_s=remaining,
             epoch_s=np.where(progress < epochs, remaining / np.maximum(epochs - progress, 1e-9), 0.0),
-            gpus=view.default_gpus,
+            gpus=view.cluster.gpus,
             rounds=self.config.future_rounds,
             round_s=view.round_seconds,
         )

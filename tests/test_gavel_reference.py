@@ -1,0 +1,84 @@
+"""The reference Gavel simulator's numbers (../shared/reference/gavel/reference_results.json), reproduced.
+
+Each row is one run of the reference on a workload its generator made from seed 0 (36:36:36, 360 s rounds): we
+generate the same workload (`trace generate --style gavel`) and simulate it under `--mechanics gavel`. The average
+JCT over the window, the utilisation and the number of jobs that had arrived agree to the reference's printed
+precision; per-job completion times too, for every job of the window. (Finish-time fairness matches only with the
+reference's own formulation of its program, which `--mechanics gavel` selects: ECOS returns another of the optimal
+allocations for our faster one, and average JCT then differs by 0.2-0.8%.)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import require_reference
+from shockwave.api import simulate
+from shockwave.simulator.mechanics import preset
+from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
+from shockwave.workload_model.throughput import TableThroughputs
+from shockwave.workload_model.trace import write_trace
+
+pytestmark = pytest.mark.slow
+
+GAVEL = require_reference("gavel")
+TABLE = GAVEL / "simulation_throughputs.json"
+ROWS = json.loads((GAVEL / "reference_results.json").read_text())["runs"]
+SLOW_AS_THE_REFERENCE = {"finish_time_fairness", "finish_time_fairness_perf"}
+"""Their exact match takes the reference's formulation and 1.5-2 minutes a row; the suite checks our fast one to the
+issue's 1% (it is within 0.8%) and `make bench` (benchmarks/gavel_reference.py) the exact one."""
+NOT_YET = {"gandiva"}
+"""Gandiva pairs jobs on shared GPUs: space sharing comes with its own issue."""
+
+
+def row_id(row: dict[str, Any]) -> str:
+    size = row.get("lam_mean_interarrival_s") or row.get("jobs")
+    return f"{row['policy']}-{row['experiment']}-{size:g}"
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[float, bool, int], Path]:
+    return {}
+
+
+def workload(row: dict[str, Any], cache: dict[tuple[float, bool, int], Path], folder: Path) -> Path:
+    static = row["experiment"] == "static_multi_gpu"
+    key = (0.0 if static else row["lam_mean_interarrival_s"], row["multi_gpu_jobs"], row.get("jobs", 2500))
+    if key not in cache:
+        lam, multi, jobs = key
+        path = folder / f"gavel_{lam:g}_{multi}_{jobs}.trace"
+        write_trace(
+            generate_gavel(GavelWorkload(jobs, lam, seed=0, multi_gpu=multi), TableThroughputs.from_json(TABLE)), path
+        )
+        cache[key] = path
+    return cache[key]
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if r["policy"] not in NOT_YET], ids=row_id)
+def test_reference_row(row: dict[str, Any], traces: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
+    trace = workload(row, traces, tmp_path_factory.getbasetemp())
+    window = tuple(row["window_job_ids"]) if "window_job_ids" in row else None
+    fast = row["policy"] in SLOW_AS_THE_REFERENCE
+    mechanics = replace(preset("gavel"), reference_policy_quirks=False) if fast else preset("gavel")
+    result = simulate(
+        trace, row["policy"], "v100:36,p100:36,k80:36", throughputs=TABLE, mechanics=mechanics, round_seconds=360,
+        window=window, seed=int(row["seed"]),
+    )  # fmt: skip
+    if fast:
+        assert result.avg_jct_s == pytest.approx(row["avg_jct_s"], rel=0.01)
+        assert result.utilization == pytest.approx(row["utilization"], abs=0.01)
+        return
+    assert result.avg_jct_s == pytest.approx(row["avg_jct_s"], rel=1e-5)
+    assert result.utilization == pytest.approx(row["utilization"], abs=1e-3)
+    if "makespan_s" in row:
+        assert result.makespan_s == pytest.approx(row["makespan_s"], rel=1e-6)
+    if "num_jobs_dispatched" in row:
+        assert result.jobs_arrived == row["num_jobs_dispatched"]
+    if "per_job_jct_s" in row:
+        ours = {job.id: job.jct_s for job in result.jobs}
+        assert ours == {int(j): pytest.approx(jct, abs=1e-2) for j, jct in row["per_job_jct_s"].items()}
