@@ -27,6 +27,8 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/gavel_policy_runtime.py --reference-policies $(or $(GAVEL_POLICIES),/tmp/gavel_ref)
+	$(BIN)/python benchmarks/gavel_reference.py
+	$(BIN)/python benchmarks/gavel_figure8.py
 
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py
