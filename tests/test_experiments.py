@@ -22,6 +22,7 @@ from shockwave.experiments import sweep as sweep_module
 from shockwave.experiments.cell import without_timing
 from shockwave.experiments.sweep import run_sweep
 from shockwave.experiments.sweep_spec import Case, SweepSpec
+from shockwave.policies.registry import POLICIES
 from shockwave.results import result_schema
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.throughput import load_throughputs
@@ -106,7 +107,7 @@ def test_compare_all_policies_on_the_canonical_trace(tmp_path: Path, canonical_t
     )
     assert run.returncode == 0, run.stderr
     results = json.loads((tmp_path / "results.json").read_text())
-    assert len(results) == 8 and all(r["unfinished_jobs"] == [] for r in results)
+    assert len(results) == len(POLICIES) and all(r["unfinished_jobs"] == [] for r in results)
     check_results(results)
     published = json.loads(require_reference("published_canonical.json").read_text())["policies"]
     by_policy = {r["policy"]: r for r in results}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from shockwave.policies.gavel.lp import as_allocation, base_constraints, solve
+from shockwave.policies.gavel.lp import base_constraints, solve
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
 
 LOW_S, HIGH_S, RATIO = 100.0, 1e6, 1.05
@@ -27,29 +27,30 @@ class MinTotalDuration(Stateless):
     def allocate(self, inputs: AllocationInputs) -> Allocation:
         thr = self.throughputs(inputs)
         remaining = np.array([inputs.remaining_steps[j] for j in inputs.job_ids])
+        x = cp.Variable(thr.shape)
+        # The horizon enters as a parameter holding remaining / T itself (not remaining x 1/T): cvxpy compiles the
+        # program once, and ECOS gets the same data as from a program built afresh for every horizon.
+        needed = cp.Parameter(len(remaining))
+        rates = cp.sum(cp.multiply(thr, x), axis=1)
+        problem = cp.Problem(cp.Maximize(1), [*base_constraints(x, inputs), rates >= needed])
 
-        def feasible(horizon: float) -> cp.Variable | None:
-            x = cp.Variable(thr.shape)
-            constraints = [
-                *base_constraints(x, inputs),
-                cp.sum(cp.multiply(thr, x), axis=1) >= remaining / horizon,
-            ]
-            problem = cp.Problem(cp.Maximize(1), constraints)
+        def feasible(horizon: float) -> np.ndarray | None:
+            needed.value = remaining / horizon
             solve(problem)
-            return x if problem.status == "optimal" else None
+            return x.value.copy() if problem.status == "optimal" else None
 
         low, high, widest = LOW_S, HIGH_S, HIGH_S
         best = None
         while best is None:
             while RATIO * low < high:
                 horizon = (low + high) / 2.0
-                x = feasible(horizon)
-                if x is not None:
-                    best, high = x, horizon
+                found = feasible(horizon)
+                if found is not None:
+                    best, high = found, horizon
                 else:
                     low = horizon
             low, high, widest = widest, widest * 10.0, widest * 10
-        return as_allocation(inputs, best)
+        return inputs.unflatten(best.clip(min=0.0).clip(max=1.0))
 
 
 class MinTotalDurationPerf(MinTotalDuration):
