@@ -35,12 +35,27 @@ def inputs(
     since: list[float] | None = None,
 ) -> AllocationInputs:
     ids = list(range(len(gangs)))
-    return AllocationInputs.single_type(
+    return single_type(
         gpus,
         throughputs=dict(zip(ids, throughputs or [1.0] * len(ids), strict=True)),
         scale_factors=dict(zip(ids, gangs, strict=True)),
         remaining_steps=dict(zip(ids, remaining or [1000] * len(ids), strict=True)),
         times_since_start=dict(zip(ids, since or [0.0] * len(ids), strict=True)),
+    )
+
+
+def single_type(
+    gpus: int,
+    throughputs: dict[int, float],
+    scale_factors: dict[int, int],
+    remaining_steps: dict[int, int],
+    times_since_start: dict[int, float],
+) -> AllocationInputs:
+    """Inputs on a cluster of `gpus` V100s."""
+    ids = sorted(throughputs)
+    rates = {j: {"v100": throughputs[j]} for j in ids}
+    return AllocationInputs(
+        ids, ("v100",), (gpus,), rates, scale_factors, remaining_steps, times_since_start, dict.fromkeys(ids, 1.0)
     )
 
 
@@ -232,7 +247,7 @@ def test_fifo_head_of_line_blocking_and_persistence() -> None:
     # 4 GPUs: job 0 (2) runs, job 1 (4) does not fit and blocks job 2 (1), which would
     assert flat(fifo, inputs(4, [2, 4, 1])) == {0: 1.0, 1: 0.0, 2: 0.0}
     # job 0 left: job 1 takes all 4 GPUs
-    after = AllocationInputs.single_type(
+    after = single_type(
         4, throughputs={1: 1.0, 2: 1.0}, scale_factors={1: 4, 2: 1}, remaining_steps={1: 9, 2: 9},
         times_since_start={1: 0.0, 2: 0.0},
     )  # fmt: skip

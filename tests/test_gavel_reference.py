@@ -11,6 +11,7 @@ allocations for our faster one, and average JCT then differs by 0.2-0.8%.)
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -42,26 +43,25 @@ def row_id(row: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[float, bool, int], Path]:
-    return {}
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], Path]:
+    """The workload of a row, generated once per module (rows share them)."""
+    folder = tmp_path_factory.mktemp("gavel")
 
+    def workload(row: dict[str, Any]) -> Path:
+        static = row["experiment"] == "static_multi_gpu"
+        lam = 0.0 if static else row["lam_mean_interarrival_s"]
+        workload = GavelWorkload(row.get("jobs", 2500), lam, seed=int(row["seed"]), multi_gpu=row["multi_gpu_jobs"])
+        path = folder / workload.file_name()
+        if not path.exists():
+            write_trace(generate_gavel(workload, TableThroughputs.from_json(TABLE)), path)
+        return path
 
-def workload(row: dict[str, Any], cache: dict[tuple[float, bool, int], Path], folder: Path) -> Path:
-    static = row["experiment"] == "static_multi_gpu"
-    key = (0.0 if static else row["lam_mean_interarrival_s"], row["multi_gpu_jobs"], row.get("jobs", 2500))
-    if key not in cache:
-        lam, multi, jobs = key
-        path = folder / f"gavel_{lam:g}_{multi}_{jobs}.trace"
-        write_trace(
-            generate_gavel(GavelWorkload(jobs, lam, seed=0, multi_gpu=multi), TableThroughputs.from_json(TABLE)), path
-        )
-        cache[key] = path
-    return cache[key]
+    return workload
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r["policy"] not in NOT_YET], ids=row_id)
-def test_reference_row(row: dict[str, Any], traces: dict, tmp_path_factory: pytest.TempPathFactory) -> None:
-    trace = workload(row, traces, tmp_path_factory.getbasetemp())
+def test_reference_row(row: dict[str, Any], traces: Callable[[dict[str, Any]], Path]) -> None:
+    trace = traces(row)
     window = tuple(row["window_job_ids"]) if "window_job_ids" in row else None
     fast = row["policy"] in SLOW_AS_THE_REFERENCE
     mechanics = replace(preset("gavel"), reference_policy_quirks=False) if fast else preset("gavel")

@@ -127,43 +127,36 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
+def _fields(job: TraceJob) -> dict[str, str]:
+    """Every column a format may hold, formatted as the reference writes it."""
+    return {
+        "job_type": job.job_type,
+        "command": job.command,
+        "working_directory": job.working_directory,
+        "num_steps_arg": job.num_steps_arg,
+        "needs_data_dir": str(int(job.needs_data_dir)),
+        "total_steps": str(job.total_steps),
+        "scale_factor": str(job.scale_factor),
+        "mode": job.mode,
+        "priority_weight": _number(job.priority_weight),
+        "SLO": f"{job.slo:f}",
+        "duration": str(job.duration),
+        "arrival_time": _number(job.arrival),
+    }
+
+
 def format_line(job: TraceJob) -> str:
     """One line of our 12-column format."""
-    return "\t".join(
-        (
-            job.job_type,
-            job.command,
-            job.working_directory,
-            job.num_steps_arg,
-            str(int(job.needs_data_dir)),
-            str(job.total_steps),
-            str(job.scale_factor),
-            job.mode,
-            _number(job.priority_weight),
-            f"{job.slo:f}",
-            str(job.duration),
-            _number(job.arrival),
-        )
-    )
+    fields = _fields(job)
+    return "\t".join(fields[column] for column in COLUMNS)
 
 
 def format_gavel_line(job: TraceJob) -> str:
-    """One line of Gavel's 10-column format, as its trace generator writes it (%d integers, %f SLO). An arrival time
-    is written as ours are (whole seconds as an integer), since Gavel reads it as a float and ours are fractional."""
-    return "\t".join(
-        (
-            job.job_type,
-            job.command,
-            job.working_directory,
-            job.num_steps_arg,
-            str(int(job.needs_data_dir)),
-            str(job.total_steps),
-            str(job.scale_factor),
-            _number(job.priority_weight),
-            f"{job.slo:f}",
-            _number(job.arrival),
-        )
-    )
+    """One line of Gavel's 10-column format, as its trace generator writes it (%d integers: a fraction of a step is
+    dropped, as Gavel's parser reads whole steps; %f SLO). An arrival time is written as ours are (whole seconds as an
+    integer), since Gavel reads it as a float and ours are fractional."""
+    fields = _fields(job) | {"total_steps": str(int(job.total_steps))}
+    return "\t".join(fields[column] for column in GAVEL_COLUMNS)
 
 
 @dataclass(frozen=True)

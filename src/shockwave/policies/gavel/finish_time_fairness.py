@@ -63,8 +63,7 @@ class FinishTimeFairness:
         self.previous_remaining = dict(inputs.remaining_steps)
         self.previous_iso_rate = iso_rate
 
-        remaining = np.array([float(inputs.remaining_steps[j]) for j in inputs.job_ids])
-        since = np.array([inputs.times_since_start[j] for j in inputs.job_ids])
+        remaining, since = inputs.column(inputs.remaining_steps), inputs.column(inputs.times_since_start)
         t_iso = np.array(
             [self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j] for j in inputs.job_ids]
         )

@@ -58,29 +58,6 @@ class AllocationInputs:
             weights={j.id: j.spec.priority_weight or 1.0 for j in jobs},
         )
 
-    @classmethod
-    def single_type(
-        cls,
-        gpus: int,
-        throughputs: dict[int, float],
-        scale_factors: dict[int, int],
-        remaining_steps: dict[int, int],
-        times_since_start: dict[int, float],
-        gpu_type: str = REFERENCE_TYPE,
-    ) -> AllocationInputs:
-        """Inputs for a cluster of one type (hand-worked cases, tests)."""
-        ids = sorted(throughputs)
-        return cls(
-            ids,
-            (gpu_type,),
-            (gpus,),
-            {j: {gpu_type: throughputs[j]} for j in ids},
-            scale_factors,
-            remaining_steps,
-            times_since_start,
-            dict.fromkeys(ids, 1.0),
-        )
-
     @property
     def gpus(self) -> int:
         return sum(self.gpus_by_type)
