@@ -36,12 +36,17 @@ def make_job(job_id: int, gang: int = 1, rate: float = 10.0, arrival: float = 0.
     return JobState.admit(job_id, spec, _profile(gang), rates={"v100": rate})
 
 
+def priority(policy: GavelPolicy, h: Harness, job_id: int) -> float:
+    return policy._priority(job_id, "v100", h.view.jobs[job_id].rate("v100"))
+
+
 class FixedAllocator:
     """Returns the given allocations in turn (the last one again once they run out), restricted to active jobs;
     records the job ids of every call."""
 
     name = "fixed"
     heterogeneity_aware = True
+    packs = False
 
     def __init__(self, *allocations: dict[int, float]) -> None:
         self.allocations = list(allocations)
@@ -107,7 +112,7 @@ def test_at_the_first_recompute_priority_is_x_over_an_equal_share() -> None:
     h.add(make_job(0), make_job(1), make_job(2))
     # job_time 60 each, worker_time 180: fraction 1/3; priority = 3x = 0.6, 1.5, 0.9 -> 1, 2, 0
     assert h.plan() == [1, 2, 0]
-    assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(1.5)
+    assert priority(policy, h, 1) == pytest.approx(1.5)
     assert policy.worker_time["v100"] == 180.0 and policy.job_time["v100"] == {0: 60.0, 1: 60.0, 2: 60.0}
 
 
@@ -121,9 +126,9 @@ def test_priority_divides_by_the_share_of_executed_time_received() -> None:
     # job_time 60, 180, 180; worker_time 180 + 240 = 420
     # priority 0.2 * 420/60 = 1.4; 0.5 * 420/180 = 1.1667; 0.3 * 420/180 = 0.7 -> 0, 1 (job 2 waits)
     assert h.plan() == [0, 1]
-    assert policy._priority(h.view.jobs[0], "v100") == pytest.approx(1.4)
-    assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(0.5 * 420 / 180)
-    assert policy._priority(h.view.jobs[2], "v100") == pytest.approx(0.7)
+    assert priority(policy, h, 0) == pytest.approx(1.4)
+    assert priority(policy, h, 1) == pytest.approx(0.5 * 420 / 180)
+    assert priority(policy, h, 2) == pytest.approx(0.7)
 
 
 def test_a_job_that_received_no_time_gets_share_times_1e9() -> None:
@@ -134,12 +139,12 @@ def test_a_job_that_received_no_time_gets_share_times_1e9() -> None:
     # a restored state where job 0 has had no time (fraction 0) and job 1 all of it (fraction 1)
     state = policy.state_dict() | {"job_time": {"v100": {"0": 0.0, "1": 100.0}}, "worker_time": {"v100": 100.0}}
     policy.load_state_dict(state)
-    assert policy._priority(h.view.jobs[0], "v100") == pytest.approx(0.1 * 1e9)  # 1e8
-    assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(0.9)  # 0.9 / 1
+    assert priority(policy, h, 0) == pytest.approx(0.1 * 1e9)  # 1e8
+    assert priority(policy, h, 1) == pytest.approx(0.9)  # 0.9 / 1
     assert h.plan() == [0]
     # with no worker time at all every fraction is 0: 0.1e9 < 0.9e9 puts job 1 first
     policy.load_state_dict(state | {"worker_time": {"v100": 0.0}})
-    assert policy._priority(h.view.jobs[1], "v100") == pytest.approx(0.9e9)
+    assert priority(policy, h, 1) == pytest.approx(0.9e9)
     assert h.plan() == [1]
 
 
@@ -149,7 +154,7 @@ def test_a_job_without_a_rate_gets_priority_0_and_never_runs() -> None:
     h.add(make_job(0, rate=0.0), make_job(1))
     # 3 GPUs stay idle rather than run a job that cannot progress on v100
     assert h.plan() == [1]
-    assert policy._priority(h.view.jobs[0], "v100") == 0.0
+    assert priority(policy, h, 0) == 0.0
 
 
 # -- ties: deficit, then x -----------------------------------------------------------------------------------------
@@ -203,7 +208,7 @@ def test_equal_priority_and_deficit_fall_back_to_the_larger_x() -> None:
     h.ran(1, 64.0)
     # job_time 64, 128, 64; worker_time 256: fractions 1/4, 1/2, 1/4
     # priority 0.125 * 4 = 0.5; 0.25 * 2 = 0.5; 0.0625 * 4 = 0.25; deficits all 0 -> x decides: 1 (0.25) before 0
-    assert policy._priority(h.view.jobs[0], "v100") == policy._priority(h.view.jobs[1], "v100") == 0.5
+    assert priority(policy, h, 0) == priority(policy, h, 1) == 0.5
     assert h.plan() == [1, 0, 2]
 
 

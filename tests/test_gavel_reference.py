@@ -33,8 +33,6 @@ ROWS = json.loads((GAVEL / "reference_results.json").read_text())["runs"]
 SLOW_AS_THE_REFERENCE = {"finish_time_fairness", "finish_time_fairness_perf"}
 """Their exact match takes the reference's formulation and 1.5-2 minutes a row; the suite checks our fast one to the
 issue's 1% (it is within 0.8%) and `make bench` (benchmarks/gavel_reference.py) the exact one."""
-NOT_YET = {"gandiva"}
-"""Gandiva pairs jobs on shared GPUs: space sharing comes with its own issue."""
 
 
 def row_id(row: dict[str, Any]) -> str:
@@ -59,7 +57,7 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]
     return workload
 
 
-@pytest.mark.parametrize("row", [r for r in ROWS if r["policy"] not in NOT_YET], ids=row_id)
+@pytest.mark.parametrize("row", ROWS, ids=row_id)
 def test_reference_row(row: dict[str, Any], traces: Callable[[dict[str, Any]], Path]) -> None:
     trace = traces(row)
     window = tuple(row["window_job_ids"]) if "window_job_ids" in row else None

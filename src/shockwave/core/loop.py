@@ -15,10 +15,10 @@ from typing import Protocol
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.plan import RoundPlan, validate_plan
-from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.policy import Colocation, Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.errors import InputError
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, colocated_rates
 
 log = logging.getLogger(__name__)
 MAX_EMPTY_ROUNDS = 10_000
@@ -75,6 +75,7 @@ class SchedulingLoop:
         *,
         round_index: int = 0,
         rounds: list[RoundRecord] | None = None,
+        colocation: Colocation | None = None,
     ) -> None:
         if len(cluster.pools) > 1 and not policy.plans_gpu_types:
             raise InputError(
@@ -82,7 +83,7 @@ class SchedulingLoop:
                 f"{len(cluster.pools)}: give one type (--gpus N or --cluster TYPE:N)"
             )
         self.policy = policy
-        self.view = SchedulerView(time, round_seconds, cluster, round_index=round_index)
+        self.view = SchedulerView(time, round_seconds, cluster, round_index=round_index, colocation=colocation)
         self.rounds: list[RoundRecord] = [] if rounds is None else rounds
 
     def run(self, driver: Driver) -> None:
@@ -156,6 +157,19 @@ def admission_rates(
     if not rates and missing is not None:
         raise missing
     return rates
+
+
+def colocation_from(model: ThroughputModel) -> Colocation:
+    """Pair rates as the throughput model knows them, at each job's current batch size (asked once per pair)."""
+    known: dict[tuple[str, int, str, int, int, str], tuple[float, float] | None] = {}
+
+    def colocated(job: JobState, other: JobState, gpu_type: str) -> tuple[float, float] | None:
+        key = (job.family.name, job.batch_size, other.family.name, other.batch_size, job.scale_factor, gpu_type)
+        if key not in known:
+            known[key] = colocated_rates(model, *key)
+        return known[key]
+
+    return colocated
 
 
 def rates_after_switch(

@@ -17,6 +17,8 @@ from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.state import JobState
 
 T = TypeVar("T")
+Colocation = Callable[[JobState, JobState, str], tuple[float, float] | None]
+"""Two jobs' steps/s while they share a gang of GPUs of a type (the first job's rate first), or None when unknown."""
 
 
 class SchedulerView:
@@ -29,11 +31,20 @@ class SchedulerView:
         cluster: ClusterSpec,
         jobs: dict[int, JobState] | None = None,
         round_index: int = 0,
+        colocation: Colocation | None = None,
     ) -> None:
         self._time = time
         self.round_seconds, self.cluster, self.round_index = round_seconds, cluster, round_index
         self.jobs: dict[int, JobState] = {} if jobs is None else jobs
         """Active jobs in arrival (= id) order."""
+        self._colocation = colocation
+
+    def colocated(self, job: JobState, other: JobState, gpu_type: str) -> tuple[float, float] | None:
+        """Both jobs' steps/s while they share `job`'s gang of `gpu_type` GPUs (`job`'s first), or None when the
+        driver's throughput model does not know the pair there: space-sharing policies never form such a pair."""
+        if self._colocation is None or job.scale_factor != other.scale_factor:
+            return None
+        return self._colocation(job, other, gpu_type)
 
     @property
     def now(self) -> float:

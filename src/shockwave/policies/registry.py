@@ -26,6 +26,7 @@ from shockwave.policies import plugins
 from shockwave.policies.gavel.allox import AlloX
 from shockwave.policies.gavel.fifo import FifoPolicy
 from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairness, FinishTimeFairnessPerf
+from shockwave.policies.gavel.gandiva import Gandiva
 from shockwave.policies.gavel.gandiva_fair import GandivaFair
 from shockwave.policies.gavel.isolated import Isolated, Proportional
 from shockwave.policies.gavel.max_min_fairness import MaxMinFairness, MaxMinFairnessPerf
@@ -178,6 +179,15 @@ def _gavel_with_quirks(name: str, allocator: Callable[..., Any], help: str) -> P
     return PolicyInfo(name, build, (INTERVAL, SEED, QUIRKS), help)
 
 
+def _gavel_seeded(name: str, allocator: Callable[[int], Any], help: str) -> PolicyInfo:
+    """A Gavel-style policy whose allocator draws from its own random stream, seeded with the seed."""
+
+    def build(min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default) -> Policy:
+        return GavelPolicy(allocator(seed), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+    return PolicyInfo(name, build, (INTERVAL, SEED), help)
+
+
 def _fifo(perf: bool) -> Callable[..., Policy]:
     def build(
         min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
@@ -208,6 +218,7 @@ POLICIES: dict[str, PolicyInfo] = {
         _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of throughputs over all types"),
         _gavel("allox", AlloX, "AlloX: min-cost assignment of jobs to GPUs"),
         _gavel("gandiva_fair", GandivaFair, "Gandiva-Fair: lottery scheduling with GPU trading"),
+        _gavel_seeded("gandiva", Gandiva, "Gandiva: random pairs of jobs share GPUs when demand exceeds the cluster"),
         _gavel("isolated", Isolated, "every job an equal 1/m share of every type (Themis's baseline)"),
         _gavel("proportional", Proportional, "every job a share of every type in proportion to its size"),
         PolicyInfo("fifo", _fifo(False), (INTERVAL, SEED, QUIRKS), "first come, first served, strictly in order"),

@@ -38,7 +38,7 @@ from shockwave.errors import InputError
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.trace import TraceJob
 
-FORMAT = 3
+FORMAT = 4
 """Version of the snapshot's layout, the policies' states included (2: rates per GPU type, numbered rounds; 3: Gavel
 -style policies keep their time records per GPU type)."""
 

@@ -17,9 +17,9 @@ from typing import Any
 from shockwave.cluster import ClusterSpec
 from shockwave.core.adaptation import planned_batch_size, requested_batch_size
 from shockwave.core.clock import VirtualClock
-from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, rates_after_switch
+from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
 from shockwave.core.placement import place
-from shockwave.core.plan import PlanError, RoundPlan
+from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
 from shockwave.metrics import JobOutcome, summarize_run
@@ -40,6 +40,8 @@ class Launch:
     gpus: tuple[int, ...]
     startup_s: float = 0.0
     """Time the job spends starting before it trains (replaying a real run: every start and restart)."""
+    holds_gpus: bool = True
+    """False for the second job of a pair: the GPUs' busy time is counted once, with the first."""
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,9 @@ class Simulator:
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
         self.clock = VirtualClock(jobs[0].arrival if jobs else 0.0)
-        self.loop = SchedulingLoop(policy, cluster, mechanics.round_seconds, self.clock.now)
+        self.loop = SchedulingLoop(
+            policy, cluster, mechanics.round_seconds, self.clock.now, colocation=colocation_from(throughputs)
+        )
         self.view = self.loop.view
         self.queue = deque(range(len(jobs)))
         self.finished: dict[int, JobState] = {}
@@ -145,7 +149,7 @@ class Simulator:
             )
             completed = job.remaining_steps <= 0 or over_deadline
             self.loop.progressed(job, exec_s - launch.startup_s, steps)
-            for gpu in launch.gpus:
+            for gpu in launch.gpus if launch.holds_gpus else ():
                 self.gpu_busy[gpu] += exec_s
         if job.pending_batch_size is not None:
             self._switch_batch_size(job)
@@ -197,25 +201,39 @@ class Simulator:
         return True
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
-        jobs = self.view.jobs
-        if any(len(assignment.jobs) > 1 for assignment in plan.assignments):
-            raise PlanError(f"policy {self.policy.name!r} planned jobs sharing GPUs: the simulator does not model that")
         previous = self.placements[-1] if self.placements else {}
         placement = place(plan, previous, self.cluster, consolidate=self.mechanics.consolidate_gangs)
         self.placements.append(placement)
-        now, length = self.view.now, self.mechanics.round_seconds
         self.running = []
         for assignment in plan.assignments:
-            (job_id,) = assignment.jobs
-            job, gpus = jobs[job_id], placement[job_id]
-            rate = job.rate(assignment.gpu_type)
-            startup = self._startup(job, restarting=job_id not in previous or job_id in self.switched)
+            self.running.extend(self._launches(assignment, placement, previous))
+        self.starting = {j: left for j, left in self.starting.items() if j in placement}
+        log.debug("round %d at %.1f s: jobs %s", self.view.round_index, self.view.now, sorted(placement))
+        return plan
+
+    def _launches(
+        self, assignment: Assignment, placement: dict[int, tuple[int, ...]], previous: dict[int, tuple[int, ...]]
+    ) -> list[Launch]:
+        """The round of one assignment: each job's steps at its rate there; a pair's jobs both end when the slower
+        one does (the reference's pair entry ends at its later finish, spec §4.5)."""
+        jobs = [self.view.jobs[j] for j in assignment.jobs]
+        rates = [job.rate(assignment.gpu_type) for job in jobs]
+        if len(jobs) == 2:
+            pair = self.view.colocated(jobs[0], jobs[1], assignment.gpu_type)
+            if pair is None or min(pair) <= 0:
+                raise PlanError(f"policy {self.policy.name!r} paired jobs {assignment.jobs} that cannot share GPUs")
+            rates = list(pair)
+        now, length = self.view.now, self.mechanics.round_seconds
+        launches = []
+        for job, rate in zip(jobs, rates, strict=True):
+            startup = self._startup(job, restarting=job.id not in previous or job.id in self.switched)
             steps = min(int(rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
-            self.running.append(Launch(job, steps, finish, gpus, startup))
-        self.starting = {j: left for j, left in self.starting.items() if j in placement}
-        log.debug("round %d at %.1f s: jobs %s", self.view.round_index, now, sorted(placement))
-        return plan
+            launches.append(Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches))
+        end = max(launch.finish for launch in launches)
+        for launch in launches:
+            launch.finish = end
+        return launches
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         if self.on_round is not None:

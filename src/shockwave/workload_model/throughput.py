@@ -1,8 +1,8 @@
 """Where iteration rates come from: a measured Gavel/Shockwave JSON table, or the built-in model.
 
 Both answer `throughput(model, batch_size, gpus, gpu_type)` in iterations (global minibatches) per second for the
-whole gang. Only the isolated ("null") entries of a table are read; co-location entries serve packing policies we
-do not implement yet.
+whole gang. A table's co-location entries (two jobs of the same gang size sharing the same GPUs) answer
+`colocated(...)`: the pair's two rates; the built-in model knows no pairs, so space sharing needs a measured table.
 
 A table given by the user (`load_throughputs(path)`) also answers gang sizes it does not list (`TableWithFallback`):
 Gavel's Philly-derived traces hold gangs of up to 64 GPUs, its tables only 1, 2, 4 and 8. Such a rate is an estimate,
@@ -45,8 +45,15 @@ def knows(tm: ThroughputModel, model: str, batch_size: int, gpus: int, gpu_type:
     return True
 
 
+Pair = tuple[float, float]
+"""Rates of two jobs sharing the same GPUs: the first job's, then its partner's."""
+PairKey = tuple[str, str, int, str, int, int]
+"""(GPU type, model, batch size, partner's model, partner's batch size, gang size)."""
+
+
 class TableThroughputs:
-    """A Gavel-format table: worker_type -> "('<Model> (batch size B)', sf)" -> {"null": it/s, ...}.
+    """A Gavel-format table: worker_type -> "('<Model> (batch size B)', sf)" -> {"null": it/s, "<partner key>":
+    [its it/s, the partner's it/s] when the two share the GPUs, ...}.
 
     An entry of 0 is not a rate: it answers UnknownThroughput like an absent one (Shockwave's tables mark what was not
     measured so; Gavel's marks ResNet-50 at batch 128 on 2-8 K80s, which cannot run there). `zeros` keeps those keys
@@ -58,10 +65,12 @@ class TableThroughputs:
         table: dict[tuple[str, str, int, int], float],
         name: str,
         zeros: frozenset[tuple[str, str, int, int]] = frozenset(),
+        pairs: dict[PairKey, Pair] | None = None,
     ) -> None:
         self._table = table
         self.name = name
         self.zeros = zeros
+        self._pairs = pairs or {}
         self._gangs: dict[tuple[str, str, int], dict[int, float]] | None = None
 
     @classmethod
@@ -70,6 +79,7 @@ class TableThroughputs:
         raw = read_json_object(path, "throughput", "a JSON object keyed by GPU type")
         table: dict[tuple[str, str, int, int], float] = {}
         zeros: set[tuple[str, str, int, int]] = set()
+        pairs: dict[PairKey, Pair] = {}
         for gpu_type, entries in raw.items():
             if not isinstance(entries, dict):
                 raise InputError(f"entry for GPU type {gpu_type!r} is not an object", path=path)
@@ -93,7 +103,9 @@ class TableThroughputs:
                     zeros.add((gpu_type, model, bs, sf))  # not measured, or cannot run there: not a rate
                 else:
                     table[(gpu_type, model, bs, sf)] = value
-        return cls(table, name=str(path), zeros=frozenset(zeros))
+                for other, pair in _pair_entries(values, path, f"{gpu_type}/{key}", sf):
+                    pairs[(gpu_type, model, bs, *other, sf)] = pair
+        return cls(table, name=str(path), zeros=frozenset(zeros), pairs=pairs)
 
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
         try:
@@ -101,6 +113,19 @@ class TableThroughputs:
         except KeyError:
             raise UnknownThroughput(
                 f"{self.name} has no {gpu_type} throughput for {model} at batch size {batch_size} on {gpus} GPU(s)"
+            ) from None
+
+    def colocated(
+        self, model: str, batch_size: int, other_model: str, other_batch_size: int, gpus: int, gpu_type: str
+    ) -> Pair:
+        """Both jobs' it/s while they share `gpus` GPUs of `gpu_type` (this job's first; zeros where the table says
+        they cannot share); UnknownThroughput when the table does not list the pair there."""
+        try:
+            return self._pairs[(gpu_type, model, batch_size, other_model, other_batch_size, gpus)]
+        except KeyError:
+            raise UnknownThroughput(
+                f"{self.name} has no {gpu_type} throughput for {model} (batch size {batch_size}) sharing {gpus} GPU(s) "
+                f"with {other_model} (batch size {other_batch_size})"
             ) from None
 
     def gangs(self, model: str, batch_size: int, gpu_type: str = DEFAULT_GPU_TYPE) -> Mapping[int, float]:
@@ -134,6 +159,46 @@ def _rate(value: object) -> float | None:
     except OverflowError:  # an integer with hundreds of digits
         return None
     return rate if math.isfinite(rate) and rate >= 0 else None
+
+
+def _pair_entries(values: object, path: Path, where: str, sf: int) -> Iterable[tuple[tuple[str, int], Pair]]:
+    """The co-location entries of one table entry: ((partner's model, batch size), rates) for each partner of the
+    same gang size the table lists (zeros included: "cannot share" is known too); models we do not know are
+    skipped."""
+    if not isinstance(values, dict):
+        return
+    for other_key, given in values.items():
+        if other_key == "null":
+            continue
+        rates = [_rate(v) for v in given] if isinstance(given, list) and len(given) == 2 else [None]
+        if any(rate is None for rate in rates):
+            raise InputError(
+                f"a co-location entry must be [rate, partner's rate], finite numbers >= 0, got {reprlib.repr(given)}",
+                path=path,
+                field=f"{where}/{other_key}",
+            )
+        other_type, other_sf = _parse_key(other_key, path)
+        try:
+            other = split_job_type(other_type)
+        except ValueError:
+            continue
+        first, second = rates
+        if other_sf == sf:
+            yield other, (first, second)
+
+
+def colocated_rates(
+    tm: ThroughputModel, model: str, batch_size: int, other_model: str, other_batch_size: int, gpus: int, gpu_type: str
+) -> Pair | None:
+    """What `tm` knows of the pair sharing GPUs (this job's rate first), or None: a model without co-location
+    entries (the built-in one) knows no pairs."""
+    colocated = getattr(tm, "colocated", None)
+    if colocated is None:
+        return None
+    try:
+        return colocated(model, batch_size, other_model, other_batch_size, gpus, gpu_type)
+    except UnknownThroughput:
+        return None
 
 
 def _parse_key(key: str, path: Path) -> tuple[str, int]:
@@ -173,6 +238,12 @@ class TableWithFallback:
         self.table, self.fallback = table, fallback
         self.name = table.name
         self._estimates: dict[tuple[str, int, int, str], Estimate] = {}
+
+    def colocated(
+        self, model: str, batch_size: int, other_model: str, other_batch_size: int, gpus: int, gpu_type: str
+    ) -> Pair:
+        """The table's pair (never estimated: a pair the table does not list is not formed)."""
+        return self.table.colocated(model, batch_size, other_model, other_batch_size, gpus, gpu_type)
 
     @property
     def estimated(self) -> tuple[Estimate, ...]:

@@ -21,6 +21,7 @@ ALPHA = 0.2
 class AlloX:
     name = "allox"
     heterogeneity_aware = True
+    packs = False
 
     def __init__(self, alpha: float = ALPHA) -> None:
         self.alpha = alpha

@@ -26,6 +26,7 @@ def one_hot(inputs: AllocationInputs, placed: dict[int, str]) -> Allocation:
 class Fifo:
     name = "fifo"
     heterogeneity_aware = False
+    packs = False
 
     def __init__(self, seed: int = 0, *, reference_quirks: bool = False) -> None:
         self.running: dict[int, str] = {}

@@ -25,6 +25,7 @@ class FinishTimeFairness:
 
     name = "finish_time_fairness"
     heterogeneity_aware = False
+    packs = False
 
     def __init__(self, *, reference_quirks: bool = False) -> None:
         self.reference_quirks = reference_quirks
@@ -112,6 +113,7 @@ class FinishTimeFairnessPerf(FinishTimeFairness):
 
     name = "finish_time_fairness_perf"
     heterogeneity_aware = True
+    packs = False
 
     def throughputs(self, inputs: AllocationInputs) -> np.ndarray:
         return inputs.throughput_matrix()

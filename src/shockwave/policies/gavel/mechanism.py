@@ -6,23 +6,31 @@ allocation was last recomputed. Each type's queue is sorted by (priority, defici
 taken in the reference's type order (V100, P100, K80; shuffled every round for policies that ignore throughput
 differences), and a job is placed on the first type whose queue reaches it while its gang fits. The allocation is
 recomputed when the job set changed, but at most once per `min_realloc_interval_s` of simulated time.
+
+With a space-sharing allocator (`packs`), the entries are jobs and pairs of jobs of the same gang size that the
+throughput table lists together (spec §3.1, §4.3): a pair gets its own time fraction, time record and deficit, runs
+both jobs on one gang, and is queued after its later job, behind the pairs that job formed with earlier arrivals.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.plan import Assignment, RoundPlan
-from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
+from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 
-Allocation = dict[int, dict[str, float]]
-"""job -> GPU type -> fraction of time."""
+Entry = int | tuple[int, int]
+"""A job, or a pair of jobs sharing the same GPUs (lower id first)."""
+Allocation = dict[Entry, dict[str, float]]
+"""entry -> GPU type -> fraction of time."""
+PairRates = dict[str, tuple[float, float]]
+"""GPU type -> both jobs' steps/s while they share a gang there ((0, 0): they cannot)."""
 TYPE_ORDER = ("v100", "p100", "k80")
 """The reference's order of per-type queues; other types follow, alphabetically."""
 REFERENCE_TYPE = "v100"
@@ -42,9 +50,11 @@ class AllocationInputs:
     remaining_steps: dict[int, int]
     times_since_start: dict[int, float]
     weights: dict[int, float]
+    pairs: dict[tuple[int, int], PairRates] = field(default_factory=dict)
+    """The pairs a space-sharing allocator may form, in ascending order, with their rates."""
 
     @classmethod
-    def from_view(cls, view: SchedulerView) -> AllocationInputs:
+    def from_view(cls, view: SchedulerView, pairs: dict[tuple[int, int], PairRates] | None = None) -> AllocationInputs:
         jobs = view.jobs.values()
         types = tuple(sorted(view.cluster.types))
         return cls(
@@ -56,6 +66,7 @@ class AllocationInputs:
             remaining_steps={j.id: j.remaining_steps for j in jobs},
             times_since_start={j.id: view.now - j.arrival_s for j in jobs},
             weights={j.id: j.spec.priority_weight or 1.0 for j in jobs},
+            pairs=dict(sorted((pairs or {}).items())),
         )
 
     @property
@@ -84,6 +95,8 @@ class Allocator(Protocol):
     name: str
     heterogeneity_aware: bool
     """False: the reference shuffles its type order every round for this policy (spec §4.3)."""
+    packs: bool
+    """True: it may give time to pairs of jobs sharing GPUs (`AllocationInputs.pairs`)."""
 
     def allocate(self, inputs: AllocationInputs) -> Allocation:
         """Time fraction per job and type; jobs left out get no rounds until the next recompute."""
@@ -102,12 +115,39 @@ class Stateless:
     """For allocators that derive each allocation from its inputs alone: there is nothing to keep."""
 
     heterogeneity_aware = True
+    packs = False
 
     def state_dict(self) -> dict[str, Any]:
         return {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Nothing to take up."""
+
+
+def members(entry: Entry) -> tuple[int, ...]:
+    return entry if isinstance(entry, tuple) else (entry,)
+
+
+def entry_key(entry: Entry) -> str:
+    """An entry as a JSON object key: "3", or "3,5" for a pair."""
+    return ",".join(map(str, members(entry)))
+
+
+def parse_entry(key: str) -> Entry:
+    ids = tuple(int(part) for part in key.split(","))
+    if len(ids) == 1:
+        return ids[0]
+    if len(ids) != 2 or ids[0] >= ids[1]:
+        raise ValueError(f"{key!r} is not a job id or a pair of ascending job ids")
+    return ids[0], ids[1]
+
+
+def entries_json(values: dict[Entry, Any]) -> dict[str, Any]:
+    return {entry_key(e): v for e, v in values.items()}
+
+
+def entries_from_json(values: dict[str, Any], kind: Any) -> dict[Entry, Any]:
+    return {parse_entry(k): kind(v) for k, v in values.items()}
 
 
 def type_order(cluster: ClusterSpec) -> list[str]:
@@ -121,16 +161,20 @@ class GavelPolicy(Policy):
     def __init__(self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
         self.allocator = allocator
         self.name = allocator.name
+        self.packs = allocator.packs
         self.min_realloc_interval_s = min_realloc_interval_s
         self.allocation: Allocation = {}
         self.needs_realloc = False
         self.last_realloc_s = 0.0
-        self.job_time: dict[str, dict[int, float]] = {}
-        """GPU type -> job -> seconds run there since the last recompute (plus the reseed)."""
+        self.job_time: dict[str, dict[Entry, float]] = {}
+        """GPU type -> entry -> seconds run there since the last recompute (plus the reseed); each type's entries
+        in the reference's table order, which breaks ties between equal priorities."""
         self.worker_time: dict[str, float] = {}
-        self.deficits: dict[str, dict[int, float]] = {}
-        self.ran_on: dict[int, str] = {}
-        """The type each job of the latest plan runs on, for `round_executed`."""
+        self.deficits: dict[str, dict[Entry, float]] = {}
+        self.ran_in: dict[int, tuple[Entry, str]] = {}
+        """The entry and type each job of the latest plan runs in, for `round_executed`."""
+        self.credited: set[Entry] = set()
+        """Pairs whose round has been counted (once for both jobs)."""
         self.shuffler = random.Random(seed + 5)  # the reference's worker-type shuffler is seeded seed + 5
 
     @staticmethod
@@ -147,20 +191,40 @@ class GavelPolicy(Policy):
 
     def job_added(self, view: SchedulerView, job: JobState) -> None:
         reseed = self._reseed(view)
+        # A new pair starts at 0 s: it has the highest priority its time fraction allows until it runs (spec §7.6).
+        added = [(job.id, reseed)] + [(pair, 0.0) for pair in self._pairs_with(view, job)]
         for gpu_type in self._types(view):
-            self.job_time[gpu_type][job.id] = reseed
-            self.deficits[gpu_type][job.id] = 0.0
+            for entry, time in added:
+                self.job_time[gpu_type][entry] = time
+                self.deficits[gpu_type][entry] = 0.0
         self.needs_realloc = True
+
+    def _pairs_with(self, view: SchedulerView, job: JobState) -> list[tuple[int, int]]:
+        """The pairs the newcomer forms with earlier jobs that the throughput table lists together somewhere."""
+        if not self.packs:
+            return []
+        return [
+            (other.id, job.id)
+            for other in view.jobs.values()
+            if other.id != job.id and any(view.colocated(other, job, t) for t in view.cluster.types)
+        ]
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
         for gpu_type in self._types(view):
-            del self.job_time[gpu_type][job.id], self.deficits[gpu_type][job.id]
-        self.ran_on.pop(job.id, None)
+            times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
+            for entry in [e for e in times if job.id in members(e)] if self.packs else [job.id]:
+                del times[entry], deficits[entry]
+        self.ran_in.pop(job.id, None)
         self.needs_realloc = True
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
-        gpu_type = self.ran_on.get(job.id, view.cluster.default_type)
-        self.job_time[gpu_type][job.id] += exec_s
+        entry, gpu_type = self.ran_in.get(job.id, (job.id, view.cluster.default_type))
+        if entry in self.credited:
+            return
+        if isinstance(entry, tuple):
+            self.credited.add(entry)
+        if entry in self.job_time[gpu_type]:
+            self.job_time[gpu_type][entry] += exec_s
         self.worker_time[gpu_type] += exec_s
 
     def round_failed(self, view: SchedulerView, job: JobState) -> None:
@@ -168,89 +232,117 @@ class GavelPolicy(Policy):
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "allocation": json_ids(self.allocation),
+            "allocation": entries_json(self.allocation),
             "needs_realloc": self.needs_realloc,
             "last_realloc_s": self.last_realloc_s,
-            "job_time": {t: json_ids(times) for t, times in self.job_time.items()},
+            "job_time": {t: entries_json(times) for t, times in self.job_time.items()},
             "worker_time": self.worker_time,
-            "deficits": {t: json_ids(d) for t, d in self.deficits.items()},
-            "ran_on": json_ids(self.ran_on),
+            "deficits": {t: entries_json(d) for t, d in self.deficits.items()},
+            "ran_in": {str(j): [entry_key(e), t] for j, (e, t) in self.ran_in.items()},
+            "credited": sorted(entry_key(e) for e in self.credited),
             "shuffler": list(self.shuffler.getstate()[1]),
             "allocator": self.allocator.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.allocation = int_ids(state["allocation"], lambda x: {str(t): float(v) for t, v in x.items()})
+        self.allocation = entries_from_json(state["allocation"], lambda x: {str(t): float(v) for t, v in x.items()})
         self.needs_realloc = bool(state["needs_realloc"])
         self.last_realloc_s = float(state["last_realloc_s"])
-        self.job_time = {str(t): int_ids(times, float) for t, times in state["job_time"].items()}
+        self.job_time = {str(t): entries_from_json(times, float) for t, times in state["job_time"].items()}
         self.worker_time = {str(t): float(v) for t, v in state["worker_time"].items()}
-        self.deficits = {str(t): int_ids(d, float) for t, d in state["deficits"].items()}
-        self.ran_on = int_ids(state["ran_on"], str)
+        self.deficits = {str(t): entries_from_json(d, float) for t, d in state["deficits"].items()}
+        self.ran_in = {int(j): (parse_entry(e), str(t)) for j, (e, t) in state["ran_in"].items()}
+        self.credited = {parse_entry(e) for e in state["credited"]}
         self.shuffler.setstate((3, tuple(int(v) for v in state["shuffler"]), None))
         self.allocator.load_state_dict(state["allocator"])
 
-    def _reallocate(self, view: SchedulerView) -> None:
-        """Settle what each job was owed under the old allocation, then ask the allocator again."""
+    def _pair_rates(self, view: SchedulerView) -> dict[tuple[int, int], PairRates]:
+        """Each pair entry's rates per type, as the throughput table gives them at the jobs' batch sizes now."""
+        if not self.packs or not self.job_time:
+            return {}
+        jobs, types = view.jobs, view.cluster.types
+        return {
+            entry: {t: view.colocated(jobs[entry[0]], jobs[entry[1]], t) or (0.0, 0.0) for t in types}
+            for entry in next(iter(self.job_time.values()))
+            if isinstance(entry, tuple)
+        }
+
+    def _reallocate(self, view: SchedulerView, pairs: dict[tuple[int, int], PairRates]) -> None:
+        """Settle what each entry was owed under the old allocation, then ask the allocator again."""
         elapsed, reseed = view.now - self.last_realloc_s, self._reseed(view)
         for gpu_type in self._types(view):
             times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
-            for job_id, time in times.items():
-                should = self.allocation[job_id].get(gpu_type, 0.0) * elapsed if job_id in self.allocation else 0
-                deficits[job_id] += should - (time - reseed)
+            for entry, time in times.items():
+                should = self.allocation[entry].get(gpu_type, 0.0) * elapsed if entry in self.allocation else 0
+                deficits[entry] += should - (time - reseed)
             self.worker_time[gpu_type] = 0.0
-            for job_id in times:
-                times[job_id] = reseed
+            for entry in times:
+                times[entry] = reseed
                 self.worker_time[gpu_type] += reseed
         self.last_realloc_s = view.now
-        self.allocation = self.allocator.allocate(AllocationInputs.from_view(view)) if view.jobs else {}
+        self.allocation = self.allocator.allocate(AllocationInputs.from_view(view, pairs)) if view.jobs else {}
         self.needs_realloc = False
 
-    def _priority(self, job: JobState, gpu_type: str) -> float:
-        share = self.allocation.get(job.id, {}).get(gpu_type, 0.0)
-        if not share or job.rate(gpu_type) <= 0:
+    def _rate(self, view: SchedulerView, entry: Entry, gpu_type: str, pairs: dict[tuple[int, int], PairRates]) -> float:
+        """The entry's rate on the type, the slower job's for a pair (0: it cannot run there)."""
+        if isinstance(entry, tuple):
+            return min(pairs[entry][gpu_type])
+        return view.jobs[entry].rate(gpu_type)
+
+    def _priority(self, entry: Entry, gpu_type: str, rate: float) -> float:
+        share = self.allocation.get(entry, {}).get(gpu_type, 0.0)
+        if not share or rate <= 0:
             return 0.0
         worker_time = self.worker_time[gpu_type]
-        fraction = self.job_time[gpu_type][job.id] / worker_time if worker_time else 0.0
+        fraction = self.job_time[gpu_type][entry] / worker_time if worker_time else 0.0
         return share / fraction if fraction > 0 else share * 1e9
 
-    def _queue(self, view: SchedulerView, gpu_type: str) -> list[tuple[JobState, float]]:
-        """The type's jobs by (priority, deficit, x), highest first; ties keep arrival order (a stable sort)."""
+    def _queue(
+        self, view: SchedulerView, gpu_type: str, pairs: dict[tuple[int, int], PairRates]
+    ) -> list[tuple[Entry, float, float]]:
+        """The type's entries as (entry, rate, priority) by (priority, deficit, x), highest first; ties keep the
+        table's order (a stable sort)."""
         deficits = self.deficits[gpu_type]
-        keyed = [
-            (job, self._priority(job, gpu_type), self.allocation.get(job.id, {}).get(gpu_type, 0.0))
-            for job in view.jobs.values()
-        ]
-        keyed.sort(key=lambda entry: (entry[1], deficits[entry[0].id], entry[2]), reverse=True)
-        return [(job, priority) for job, priority, _ in keyed]
+        keyed = []
+        for entry in self.job_time[gpu_type]:
+            rate = self._rate(view, entry, gpu_type, pairs)
+            share = self.allocation.get(entry, {}).get(gpu_type, 0.0)
+            keyed.append((entry, rate, self._priority(entry, gpu_type, rate), deficits[entry], share))
+        keyed.sort(key=lambda k: (k[2], k[3], k[4]), reverse=True)
+        return [(entry, rate, priority) for entry, rate, priority, _, _ in keyed]
 
     def plan(self, view: SchedulerView) -> RoundPlan:
         self._types(view)
+        self.credited = set()
+        pairs = self._pair_rates(view)
         # The first recompute happens at time 0 and leaves the clock at 0, so the reference recomputes again at
         # the next change: hence "or last == 0" (spec §4.2).
         if self.needs_realloc and (
             view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
         ):
-            self._reallocate(view)
+            self._reallocate(view, pairs)
         order = type_order(view.cluster)
         if not self.allocator.heterogeneity_aware:
             self.shuffler.shuffle(order)
         free = {t: view.cluster.pool(t).gpus for t in order}
-        chosen: dict[int, str] = {}
+        busy: set[int] = set()
+        chosen: list[tuple[Entry, str, int]] = []
         for gpu_type in order:
-            for job, priority in self._queue(view, gpu_type):
+            for entry, rate, priority in self._queue(view, gpu_type, pairs):
                 if free[gpu_type] == 0:
                     break
-                if job.id in chosen or job.rate(gpu_type) <= 0 or job.scale_factor > free[gpu_type]:
+                jobs = members(entry)
+                gang = view.jobs[jobs[0]].scale_factor
+                if not busy.isdisjoint(jobs) or rate <= 0 or gang > free[gpu_type] or not self.may_run(priority):
                     continue
-                if not self.may_run(priority):
-                    continue
-                free[gpu_type] -= job.scale_factor
-                chosen[job.id] = gpu_type
-        # A job outside the allocation still used up GPUs above but is not run: the reference leaves them idle.
-        self.ran_on = {j: t for j, t in chosen.items() if j in self.allocation}
-        return RoundPlan(tuple(Assignment((j,), t, view.jobs[j].scale_factor) for j, t in self.ran_on.items()))
+                free[gpu_type] -= gang
+                busy.update(jobs)
+                chosen.append((entry, gpu_type, gang))
+        # An entry outside the allocation still used up GPUs above but is not run: the reference leaves them idle.
+        placed = [(e, t, g) for e, t, g in chosen if e in self.allocation]
+        self.ran_in = {j: (e, t) for e, t, _ in placed for j in members(e)}
+        return RoundPlan(tuple(Assignment(members(e), t, g) for e, t, g in placed))
 
     def may_run(self, priority: float) -> bool:
-        """Whether a job of this priority may take GPUs this round (any may: idle GPUs help nobody)."""
+        """Whether an entry of this priority may take GPUs this round (any may: idle GPUs help nobody)."""
         return True

@@ -1,0 +1,80 @@
+"""Gandiva's packing, as Gavel models it (spec §3.5): when the jobs ask for more GPUs than the cluster has, pair
+them at random (equal gangs only) and give every pair and every lone job the same share of each type, as
+`isolated` shares among jobs; with room for every job, no pairs and an isolated share each.
+
+A pair persists while both jobs are active and sharing pays: the sum over both jobs and over *every* type of
+co-located rate / rate alone is at least 1 (and no co-located rate is 0) -- the reference's loose criterion, since
+two types' worth of 0.6 each already pass. Pairs the throughput table does not list are never formed.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry
+
+
+class Gandiva:
+    name = "gandiva"
+    heterogeneity_aware = True  # a packing policy: the reference keeps its type order
+    packs = True
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)  # the reference's Gandiva RNG is seeded with the seed itself
+        self.pairs: list[tuple[int, int]] = []
+        """Pairs formed at earlier recomputes, in the order they were formed."""
+
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        self.pairs = [p for p in self.pairs if p in inputs.pairs and _packing_gain(inputs, p) >= 1.0]
+        if sum(inputs.scale_factors.values()) <= inputs.gpus:
+            shared: list[Entry] = list(inputs.job_ids)
+        else:
+            self._pair_up(inputs)
+            paired = {j for pair in self.pairs for j in pair}
+            shared = [*self.pairs, *(j for j in inputs.job_ids if j not in paired)]
+        share = np.array(inputs.gpus_by_type) / len(shared)
+        allocation: Allocation = {e: dict.fromkeys(inputs.gpu_types, 0.0) for e in [*inputs.job_ids, *inputs.pairs]}
+        for entry in shared:
+            gang = inputs.scale_factors[entry[0] if isinstance(entry, tuple) else entry]
+            row = share / gang
+            row = row / max(row.sum(), 1.0)
+            allocation[entry] = {t: float(x) for t, x in zip(inputs.gpu_types, row, strict=True)}
+        return allocation
+
+    def _pair_up(self, inputs: AllocationInputs) -> None:
+        """Draw two unpaired jobs at a time, as many times as there were unpaired jobs; equal gangs that the table
+        lists together become a pair."""
+        paired = {j for pair in self.pairs for j in pair}
+        unpaired = [j for j in inputs.job_ids if j not in paired]
+        for _ in range(len(unpaired)):
+            if len(unpaired) < 2:
+                break
+            first, second = self.rng.sample(unpaired, 2)
+            pair = (min(first, second), max(first, second))
+            if inputs.scale_factors[first] != inputs.scale_factors[second] or pair not in inputs.pairs:
+                continue
+            unpaired.remove(first)
+            unpaired.remove(second)
+            self.pairs.append(pair)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"pairs": [list(p) for p in self.pairs], "rng": list(self.rng.getstate()[1])}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.pairs = [(int(a), int(b)) for a, b in state["pairs"]]
+        self.rng.setstate((3, tuple(int(v) for v in state["rng"]), None))
+
+
+def _packing_gain(inputs: AllocationInputs, pair: tuple[int, int]) -> float:
+    """Sum over types and both jobs of co-located rate / rate alone; 0 if any co-located rate (or rate alone) is 0."""
+    gain = 0.0
+    for gpu_type, rates in inputs.pairs[pair].items():
+        for job, rate in zip(pair, rates, strict=True):
+            alone = inputs.throughputs[job][gpu_type]
+            if rate <= 0 or alone <= 0:
+                return 0.0
+            gain += rate / alone
+    return gain
