@@ -25,14 +25,22 @@ from shockwave.errors import InputError
 from shockwave.policies import plugins
 from shockwave.policies.gavel.allox import AlloX
 from shockwave.policies.gavel.fifo import FifoPolicy
-from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairness, FinishTimeFairnessPerf
+from shockwave.policies.gavel.finish_time_fairness import (
+    FinishTimeFairness,
+    FinishTimeFairnessPacked,
+    FinishTimeFairnessPerf,
+)
 from shockwave.policies.gavel.gandiva import Gandiva
 from shockwave.policies.gavel.gandiva_fair import GandivaFair
 from shockwave.policies.gavel.isolated import Isolated, Proportional
-from shockwave.policies.gavel.max_min_fairness import MaxMinFairness, MaxMinFairnessPerf
+from shockwave.policies.gavel.max_min_fairness import MaxMinFairness, MaxMinFairnessPacked, MaxMinFairnessPerf
 from shockwave.policies.gavel.max_sum_throughput import MaxSumThroughput
 from shockwave.policies.gavel.mechanism import GavelPolicy
-from shockwave.policies.gavel.min_total_duration import MinTotalDuration, MinTotalDurationPerf
+from shockwave.policies.gavel.min_total_duration import (
+    MinTotalDuration,
+    MinTotalDurationPacked,
+    MinTotalDurationPerf,
+)
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 
@@ -188,12 +196,16 @@ def _gavel_seeded(name: str, allocator: Callable[[int], Any], help: str) -> Poli
     return PolicyInfo(name, build, (INTERVAL, SEED), help)
 
 
-def _fifo(perf: bool) -> Callable[..., Policy]:
+def _fifo(perf: bool, packed: bool = False) -> Callable[..., Policy]:
     def build(
         min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
     ) -> Policy:
         return FifoPolicy(
-            perf=perf, min_realloc_interval_s=min_realloc_interval_s, seed=seed, reference_quirks=reference_quirks
+            perf=perf,
+            packed=packed,
+            min_realloc_interval_s=min_realloc_interval_s,
+            seed=seed,
+            reference_quirks=reference_quirks,
         )
 
     return build
@@ -208,13 +220,20 @@ POLICIES: dict[str, PolicyInfo] = {
         _gavel("max_min_fairness", MaxMinFairness, "Gavel's max-min fairness of GPU time (types alike)"),
         _gavel("max_min_fairness_perf", MaxMinFairnessPerf, "Gavel's max-min fairness of normalised throughput"),
         _gavel_with_quirks(
+            "max_min_fairness_packed", MaxMinFairnessPacked, "max-min fairness of throughput, pairs sharing GPUs"
+        ),
+        _gavel_with_quirks(
             "finish_time_fairness", FinishTimeFairness, "Themis: minimise the worst finish-time fairness"
         ),
         _gavel_with_quirks(
             "finish_time_fairness_perf", FinishTimeFairnessPerf, "finish-time fairness with per-type throughputs"
         ),
+        _gavel_with_quirks(
+            "finish_time_fairness_packed", FinishTimeFairnessPacked, "finish-time fairness, pairs sharing GPUs"
+        ),
         _gavel("min_total_duration", MinTotalDuration, "OSSP: minimise the time until every job is done"),
         _gavel("min_total_duration_perf", MinTotalDurationPerf, "OSSP with per-type throughputs"),
+        _gavel("min_total_duration_packed", MinTotalDurationPacked, "OSSP with pairs of jobs sharing GPUs"),
         _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of throughputs over all types"),
         _gavel("allox", AlloX, "AlloX: min-cost assignment of jobs to GPUs"),
         _gavel("gandiva_fair", GandivaFair, "Gandiva-Fair: lottery scheduling with GPU trading"),
@@ -223,6 +242,9 @@ POLICIES: dict[str, PolicyInfo] = {
         _gavel("proportional", Proportional, "every job a share of every type in proportion to its size"),
         PolicyInfo("fifo", _fifo(False), (INTERVAL, SEED, QUIRKS), "first come, first served, strictly in order"),
         PolicyInfo("fifo_perf", _fifo(True), (INTERVAL, SEED), "first come, first served, each on its fastest type"),
+        PolicyInfo(
+            "fifo_packed", _fifo(True, packed=True), (INTERVAL, SEED), "fifo_perf, then queued jobs share good pairs"
+        ),
     )
 }
 """The built-in policies; plug-ins are found when named (`policy_info`)."""

@@ -16,11 +16,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, GavelPolicy, Stateless
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, GavelPolicy, Stateless
 
 
-def one_hot(inputs: AllocationInputs, placed: dict[int, str]) -> Allocation:
-    return {j: {t: 1.0 if placed.get(j) == t else 0.0 for t in inputs.gpu_types} for j in inputs.job_ids}
+def one_hot(inputs: AllocationInputs, placed: dict[int, str] | dict[Entry, str]) -> Allocation:
+    """1 on each placed entry's type, 0 elsewhere and for every other job and pair."""
+    entries: list[Entry] = [*inputs.job_ids, *inputs.pairs]
+    return {e: {t: 1.0 if placed.get(e) == t else 0.0 for t in inputs.gpu_types} for e in entries}
 
 
 class Fifo:
@@ -95,19 +97,65 @@ class FifoPerf(Stateless):
     name = "fifo_perf"
 
     def allocate(self, inputs: AllocationInputs) -> Allocation:
-        free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
-        placed: dict[int, str] = {}
-        for j in inputs.job_ids:
-            gang, rates = inputs.scale_factors[j], inputs.throughputs[j]
-            fits = [t for t in inputs.gpu_types if free[t] >= gang]
-            if not fits:
-                break
-            fastest = max(fits, key=lambda t: rates[t])  # the first of equals: alphabetical, as the reference
-            if rates[fastest] <= 0:
-                continue
-            placed[j] = fastest
-            free[fastest] -= gang
+        placed, _ = fastest_first(inputs)
         return one_hot(inputs, placed)
+
+
+def fastest_first(inputs: AllocationInputs) -> tuple[dict[Entry, str], list[int]]:
+    """In arrival order, each job on its fastest type with room for its gang, until one finds no room; and the jobs
+    still queued after it (the reference drops the one that found no room, and any it could not run anywhere)."""
+    free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
+    placed: dict[Entry, str] = {}
+    queue = list(inputs.job_ids)
+    while queue and any(free.values()):
+        j = queue.pop(0)
+        gang, rates = inputs.scale_factors[j], inputs.throughputs[j]
+        fits = [t for t in inputs.gpu_types if free[t] >= gang]
+        if not fits:
+            break
+        fastest = max(fits, key=lambda t: rates[t])  # the first of equals: alphabetical, as the reference
+        if rates[fastest] <= 0:
+            continue
+        placed[j] = fastest
+        free[fastest] -= gang
+    return placed, queue
+
+
+class FifoPacked(Stateless):
+    """`fifo_perf`, then each job still queued, in order, shares the GPUs of the running job it pairs best with,
+    if their combined normalised rate there (sum of co-located / alone) beats 1.5; the first that finds no such
+    partner ends the pass, as FIFO lets no job jump the queue."""
+
+    name = "fifo_packed"
+    packs = True
+    threshold = 1.5
+
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        placed, queue = fastest_first(inputs)
+        for j in queue:
+            best, partner = self.threshold, None
+            for other, gpu_type in placed.items():
+                pair = (min(j, other), max(j, other)) if isinstance(other, int) else None
+                if pair is None or pair not in inputs.pairs or inputs.scale_factors[other] != inputs.scale_factors[j]:
+                    continue
+                gain = _gain_on(inputs, pair, gpu_type)
+                if gain > best:
+                    best, partner = gain, other
+            if partner is None:
+                break
+            gpu_type = placed.pop(partner)
+            placed[(min(j, partner), max(j, partner))] = gpu_type
+        return one_hot(inputs, placed)
+
+
+def _gain_on(inputs: AllocationInputs, pair: tuple[int, int], gpu_type: str) -> float:
+    """Sum over the pair's jobs of co-located rate / rate alone on the type (a job that cannot share adds 0)."""
+    gain = 0.0
+    for job, rate in zip(pair, inputs.pairs[pair][gpu_type], strict=True):
+        alone = inputs.throughputs[job][gpu_type]
+        if rate > 0 and alone > 0:
+            gain += rate / alone
+    return gain
 
 
 class FifoPolicy(GavelPolicy):
@@ -117,11 +165,16 @@ class FifoPolicy(GavelPolicy):
         self,
         *,
         perf: bool = False,
+        packed: bool = False,
         min_realloc_interval_s: float = 1000.0,
         seed: int = 0,
         reference_quirks: bool = False,
     ) -> None:
-        allocator = FifoPerf() if perf else Fifo(seed, reference_quirks=reference_quirks)
+        allocator: Fifo | FifoPerf | FifoPacked = Fifo(seed, reference_quirks=reference_quirks)
+        if packed:
+            allocator = FifoPacked()
+        elif perf:
+            allocator = FifoPerf()
         super().__init__(allocator, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
 
     def may_run(self, priority: float) -> bool:

@@ -16,8 +16,9 @@ import cvxpy as cp
 import numpy as np
 
 from shockwave.core.policy import int_ids, json_ids
-from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, isolated_allocation, solve
+from shockwave.policies.gavel.lp import Program, SolverFailure, isolated_allocation, solve, unpacked_program
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
+from shockwave.policies.gavel.packed import packed_program
 
 
 class FinishTimeFairness:
@@ -68,44 +69,39 @@ class FinishTimeFairness:
         t_iso = np.array(
             [self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j] for j in inputs.job_ids]
         )
-        x = cp.Variable(thr.shape)
+        program = self.program(inputs, thr)
         if self.reference_quirks:
-            return self._solved(inputs, x, self._as_the_reference(inputs, thr, x, since, remaining, t_iso), iso_x)
+            return self._solved(inputs, program, self._as_the_reference(program, since, remaining, t_iso), iso_x)
         t = cp.Variable()
-        constraints = base_constraints(x, inputs)
+        constraints = list(program.constraints)
         busy = remaining > 0
         if busy.any():
             rows = np.flatnonzero(busy)
-            rate = cp.sum(cp.multiply(thr[rows], x[rows]), axis=1)
+            rate = program.rates(rows)
             constraints.append(since[rows] + cp.multiply(remaining[rows], cp.inv_pos(rate)) <= t * t_iso[rows])
         done = ~busy & (t_iso > 0)
         if done.any():
             constraints.append(t >= np.max(since[done] / t_iso[done]))
-        return self._solved(inputs, x, cp.Problem(cp.Minimize(t), constraints), iso_x)
+        return self._solved(inputs, program, cp.Problem(cp.Minimize(t), constraints), iso_x)
+
+    def program(self, inputs: AllocationInputs, throughputs: np.ndarray) -> Program:
+        return unpacked_program(inputs, throughputs)
 
     @staticmethod
-    def _solved(inputs: AllocationInputs, x: cp.Variable, problem: cp.Problem, iso_x: np.ndarray) -> Allocation:
+    def _solved(inputs: AllocationInputs, program: Program, problem: cp.Problem, iso_x: np.ndarray) -> Allocation:
         try:
             solve(problem)
-            return as_allocation(inputs, x)
+            if program.x.value is None:
+                raise SolverFailure("the solver returned no allocation")
+            return program.read(program.x.value)
         except SolverFailure:
             return inputs.unflatten(iso_x)
 
     @staticmethod
-    def _as_the_reference(
-        inputs: AllocationInputs,
-        thr: np.ndarray,
-        x: cp.Variable,
-        since: np.ndarray,
-        remaining: np.ndarray,
-        t_iso: np.ndarray,
-    ) -> cp.Problem:
-        ratios = [
-            (since[i] + remaining[i] * cp.inv_pos(cp.sum(cp.multiply(thr[i], x[i])))) / t_iso[i]
-            for i in range(len(inputs.job_ids))
-        ]
+    def _as_the_reference(program: Program, since: np.ndarray, remaining: np.ndarray, t_iso: np.ndarray) -> cp.Problem:
+        ratios = [(since[i] + remaining[i] * cp.inv_pos(program.rate_of(i))) / t_iso[i] for i in range(len(since))]
         objective = cp.Minimize(ratios[0] if len(ratios) == 1 else cp.maximum(*ratios))
-        return cp.Problem(objective, base_constraints(x, inputs))
+        return cp.Problem(objective, program.constraints)
 
 
 class FinishTimeFairnessPerf(FinishTimeFairness):
@@ -117,3 +113,14 @@ class FinishTimeFairnessPerf(FinishTimeFairness):
 
     def throughputs(self, inputs: AllocationInputs) -> np.ndarray:
         return inputs.throughput_matrix()
+
+
+class FinishTimeFairnessPacked(FinishTimeFairnessPerf):
+    """Per-type throughputs, and pairs of jobs sharing GPUs: a job's rate sums its rate alone and its own rate in
+    each pair it runs in (over its weight, as the reference divides them)."""
+
+    name = "finish_time_fairness_packed"
+    packs = True
+
+    def program(self, inputs: AllocationInputs, throughputs: np.ndarray) -> Program:
+        return packed_program(inputs)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import cvxpy as cp
 import numpy as np
@@ -61,3 +63,34 @@ def as_allocation(inputs: AllocationInputs, x: cp.Variable) -> Allocation:
     if x.value is None:
         raise SolverFailure("the solver returned no allocation")
     return inputs.unflatten(x.value.clip(min=0.0).clip(max=1.0))
+
+
+@dataclass(frozen=True)
+class Program:
+    """What the time-based programs (finish-time fairness, OSSP) need, alone or packed: the variable, each job's
+    effective rate under it, the cluster's constraints on it, and how its solved value reads as an allocation."""
+
+    x: cp.Variable
+    rates: Callable[[np.ndarray | None], cp.Expression]
+    """The rates of the jobs at these row positions (None: every job, in order)."""
+    rate_of: Callable[[int], cp.Expression]
+    """One job's rate, as the reference writes it (a sum over its own row)."""
+    constraints: list[cp.Constraint]
+    read: Callable[[np.ndarray], Allocation]
+
+
+def unpacked_program(inputs: AllocationInputs, throughputs: np.ndarray) -> Program:
+    x = cp.Variable(throughputs.shape)
+
+    def rates(rows: np.ndarray | None) -> cp.Expression:
+        if rows is None:
+            return cp.sum(cp.multiply(throughputs, x), axis=1)
+        return cp.sum(cp.multiply(throughputs[rows], x[rows]), axis=1)
+
+    return Program(
+        x,
+        rates,
+        lambda i: cp.sum(cp.multiply(throughputs[i], x[i])),
+        base_constraints(x, inputs),
+        lambda value: inputs.unflatten(value.clip(min=0.0).clip(max=1.0)),
+    )

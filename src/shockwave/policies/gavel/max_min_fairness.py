@@ -3,16 +3,19 @@
 prop_j is the job's throughput under an equal split of every type (spec §3.2). The heterogeneity-agnostic policy
 replaces every throughput by 1, so prop_j is 1 and each job's "normalised throughput" is simply the GPU time it
 gets: it equalises GPU-time shares. `max_min_fairness_perf` uses the real throughputs, so a job's share of a fast
-type counts for more than the same share of a slow one.
+type counts for more than the same share of a slow one. `max_min_fairness_packed` also lets pairs of jobs share a
+gang: a job's throughput sums its rate alone and its own rate in each pair it runs in (`packed.Combinations`).
 """
 
 from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+import scipy.sparse as sp
 
-from shockwave.policies.gavel.lp import as_allocation, base_constraints, proportional_throughputs, solve
+from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, proportional_throughputs, solve
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
+from shockwave.policies.gavel.packed import Classes, Combinations
 
 
 def max_min_allocation(inputs: AllocationInputs, throughputs: np.ndarray) -> Allocation:
@@ -39,3 +42,71 @@ class MaxMinFairnessPerf(Stateless):
 
     def allocate(self, inputs: AllocationInputs) -> Allocation:
         return max_min_allocation(inputs, inputs.throughput_matrix())
+
+
+class MaxMinFairnessPacked(Stateless):
+    """By default over classes of interchangeable jobs (`packed.Classes`): the program's size does not grow with
+    the number of jobs or pairs. With `reference_quirks`, over every job and pair as the reference builds it (the
+    same optimum, and ECOS's own choice among tied optima, at a cost that grows with the square of the jobs)."""
+
+    name = "max_min_fairness_packed"
+    packs = True
+
+    def __init__(self, *, reference_quirks: bool = False) -> None:
+        self.reference_quirks = reference_quirks
+
+    def allocate(self, inputs: AllocationInputs) -> Allocation:
+        if not self.reference_quirks:
+            return max_min_by_class(inputs)
+        rows = Combinations.of(inputs)
+        proportional = proportional_throughputs(inputs, inputs.throughput_matrix())
+        per_row = np.repeat(proportional.ravel(), rows.counts).reshape((len(rows.index), 1))
+        coefficients = sp.csc_matrix(np.multiply(rows.rates, rows.gangs[rows.index]) / per_row)
+        x = cp.Variable(rows.gangs.shape)
+        objective = cp.Maximize(cp.min(rows.per_job(cp.multiply(coefficients, x[rows.index]))))
+        problem = cp.Problem(objective, rows.constraints(x, inputs))
+        solve(problem)
+        if x.value is None:
+            raise SolverFailure("the solver returned no allocation")
+        return rows.allocation(inputs, x.value)
+
+
+def max_min_by_class(inputs: AllocationInputs) -> Allocation:
+    """Max-min over classes: a[k, t] is the time each job of class k runs alone on type t, p[(k, l), t] the time it
+    shares with jobs of class l. Class pairs appear both ways, tied by n_k p[(k, l)] = n_l p[(l, k)]; a shared gang
+    serves two jobs, so it counts half a gang per job in the capacity."""
+    classes = Classes.of(inputs)
+    types = inputs.gpu_types
+    first = [jobs[0] for jobs in classes.members]
+    n, links = classes.sizes, [(k, m) for k, m in classes.pairs if k != m or len(classes.members[k]) > 1]
+    gang = np.array([float(inputs.scale_factors[j]) for j in first])
+    rates = np.array([[inputs.throughputs[j][t] for t in types] for j in first])
+    row = {j: i for i, j in enumerate(inputs.job_ids)}
+    proportional = proportional_throughputs(inputs, inputs.throughput_matrix()).ravel()[[row[j] for j in first]]
+    scale = gang / (np.array([inputs.weights[j] for j in first]) * proportional)
+    a = cp.Variable((len(first), len(types)))
+    gained = cp.sum(cp.multiply(rates, a), axis=1)
+    budget = cp.sum(a, axis=1)
+    used = (n * gang) @ a
+    constraints = [a >= 0]
+    if links:
+        p = cp.Variable((len(links), len(types)))
+        owner = sp.csr_matrix(
+            (np.ones(len(links)), ([k for k, _ in links], range(len(links)))), (len(first), len(links))
+        )
+        shared = np.array([[classes.pairs[link][t][0] for t in types] for link in links])
+        gained = gained + owner @ cp.sum(cp.multiply(shared, p), axis=1)
+        budget = budget + owner @ cp.sum(p, axis=1)
+        used = used + np.array([n[k] * gang[k] / 2 for k, _ in links]) @ p
+        position = {link: i for i, link in enumerate(links)}
+        ties = [(position[(k, m)], position[(m, k)], n[k], n[m]) for k, m in links if k < m]
+        constraints.append(p >= 0)
+        if ties:
+            mine, theirs, n_mine, n_theirs = (np.array(c) for c in zip(*ties, strict=True))
+            constraints.append(cp.multiply(n_mine[:, None], p[mine]) == cp.multiply(n_theirs[:, None], p[theirs]))
+    constraints += [budget <= 1, used <= np.array(inputs.gpus_by_type, dtype=float)]
+    solve(cp.Problem(cp.Maximize(cp.min(cp.multiply(scale, gained))), constraints))
+    if a.value is None or (links and p.value is None):
+        raise SolverFailure("the solver returned no allocation")
+    paired = {link: p.value[i] for i, link in enumerate(links)} if links else {}
+    return classes.spread(inputs, a.value, paired)

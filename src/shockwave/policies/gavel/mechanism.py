@@ -52,6 +52,8 @@ class AllocationInputs:
     weights: dict[int, float]
     pairs: dict[tuple[int, int], PairRates] = field(default_factory=dict)
     """The pairs a space-sharing allocator may form, in ascending order, with their rates."""
+    kinds: dict[int, tuple[str, int]] = field(default_factory=dict)
+    """Each job's (model, batch size): jobs of one kind, gang and weight are interchangeable to an allocator."""
 
     @classmethod
     def from_view(cls, view: SchedulerView, pairs: dict[tuple[int, int], PairRates] | None = None) -> AllocationInputs:
@@ -67,6 +69,7 @@ class AllocationInputs:
             times_since_start={j.id: view.now - j.arrival_s for j in jobs},
             weights={j.id: j.spec.priority_weight or 1.0 for j in jobs},
             pairs=dict(sorted((pairs or {}).items())),
+            kinds={j.id: (j.family.name, j.batch_size) for j in jobs},
         )
 
     @property

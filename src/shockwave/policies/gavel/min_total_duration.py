@@ -9,8 +9,9 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 
-from shockwave.policies.gavel.lp import base_constraints, solve
+from shockwave.policies.gavel.lp import Program, solve, unpacked_program
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
+from shockwave.policies.gavel.packed import packed_program
 
 LOW_S, HIGH_S, RATIO = 100.0, 1e6, 1.05
 
@@ -25,14 +26,13 @@ class MinTotalDuration(Stateless):
         return inputs.reference_throughput_matrix()
 
     def allocate(self, inputs: AllocationInputs) -> Allocation:
-        thr = self.throughputs(inputs)
+        program = self.program(inputs)
+        x = program.x
         remaining = np.array([inputs.remaining_steps[j] for j in inputs.job_ids])
-        x = cp.Variable(thr.shape)
         # The horizon enters as a parameter holding remaining / T itself (not remaining x 1/T): cvxpy compiles the
         # program once, and ECOS gets the same data as from a program built afresh for every horizon.
         needed = cp.Parameter(len(remaining))
-        rates = cp.sum(cp.multiply(thr, x), axis=1)
-        problem = cp.Problem(cp.Maximize(1), [*base_constraints(x, inputs), rates >= needed])
+        problem = cp.Problem(cp.Maximize(1), [*program.constraints, program.rates(None) >= needed])
 
         def feasible(horizon: float) -> np.ndarray | None:
             needed.value = remaining / horizon
@@ -50,7 +50,10 @@ class MinTotalDuration(Stateless):
                 else:
                     low = horizon
             low, high, widest = widest, widest * 10.0, widest * 10
-        return inputs.unflatten(best.clip(min=0.0).clip(max=1.0))
+        return program.read(best)
+
+    def program(self, inputs: AllocationInputs) -> Program:
+        return unpacked_program(inputs, self.throughputs(inputs))
 
 
 class MinTotalDurationPerf(MinTotalDuration):
@@ -61,3 +64,13 @@ class MinTotalDurationPerf(MinTotalDuration):
 
     def throughputs(self, inputs: AllocationInputs) -> np.ndarray:
         return inputs.throughput_matrix()
+
+
+class MinTotalDurationPacked(MinTotalDurationPerf):
+    """Per-type throughputs, and pairs of jobs sharing GPUs (a job's rate sums its rate alone and in its pairs)."""
+
+    name = "min_total_duration_packed"
+    packs = True
+
+    def program(self, inputs: AllocationInputs) -> Program:
+        return packed_program(inputs, weighted=False)
