@@ -26,6 +26,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/packed_runtime.py
 	$(BIN)/python benchmarks/gavel_policy_runtime.py --reference-policies $(or $(GAVEL_POLICIES),/tmp/gavel_ref)
 	$(BIN)/python benchmarks/gavel_reference.py
 	$(BIN)/python benchmarks/gavel_figure8.py

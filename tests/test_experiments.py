@@ -71,7 +71,7 @@ def test_compare_writes_results_and_figures_and_report_rerenders(tmp_path: Path,
     )
     assert run.returncode == 0, run.stderr
     results = json.loads((out / "results.json").read_text())
-    assert [r["policy"] for r in results] == ["shockwave", "max_min_fairness", "finish_time_fairness"]
+    assert [r["policy"] for r in results] == ["shockwave", "max_min_fairness", "themis"]
     check_results(results)
     rows = (out / "results.csv").read_text().splitlines()
     assert len(rows) == 4 and "makespan_s_vs_shockwave" in rows[0] and "makespan_vs_lower_bound" in rows[0]

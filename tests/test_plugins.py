@@ -328,11 +328,18 @@ def test_a_changed_file_is_loaded_again(tmp_path: Path) -> None:
 def test_every_built_in_policy_declares_its_parameters() -> None:
     for name, info in POLICIES.items():
         assert info.help and all(p.help for p in info.params)
-        quirks = ["min_realloc_interval_s", "seed", "reference_quirks"]
-        expected = {"shockwave": ["config"], "fifo": quirks, "finish_time_fairness": quirks}.get(
-            name, quirks if name == "finish_time_fairness_perf" else ["min_realloc_interval_s", "seed"]
-        )
-        assert [p.name for p in info.params] == expected
+        base = ["min_realloc_interval_s", "seed"]
+        with_quirks = ("fifo", "finish_time_fairness", "finish_time_fairness_perf", "finish_time_fairness_packed")
+        expected = {
+            "shockwave": ["config"],
+            "themis": ["lease_s", "fairness_knob"],
+            **{key: [*base, "reference_quirks"] for key in (*with_quirks, "max_min_fairness_packed")},
+            **{
+                key: [*base, "entities"]
+                for key in ("max_min_fairness_water_filling", "max_min_fairness_water_filling_perf")
+            },
+        }.get(name, base)
+        assert [p.name for p in info.params] == expected, name
     assert policy_params("gavel")["min_realloc_interval_s"] == INTERVAL and INTERVAL.default == 1000.0
     assert INTERVAL.types == (float,) and takes_config("shockwave") and not takes_config("themis")
 

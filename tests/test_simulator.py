@@ -157,7 +157,7 @@ def test_simulate_json_contract_and_out_dir(tmp_path: Path) -> None:
     ):
         assert key in data
     assert set(data["jobs"][0]) == {"id", "arrival_s", "finish_s", "jct_s", "t_isolated_s", "ftf", "batch_size_changes"}
-    assert data["policy"] == "finish_time_fairness"
+    assert data["policy"] == "themis"
     assert json.loads((tmp_path / "out" / "result.json").read_text())["makespan_s"] == data["makespan_s"]
     rows = (tmp_path / "out" / "rounds.csv").read_text().splitlines()
     assert rows[0] == "round,time_s,running_jobs,busy_gpus" and len(rows) == data["num_rounds"] + 1

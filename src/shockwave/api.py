@@ -11,8 +11,9 @@ The result is the same typed object `simulate --json` prints (`shockwave.results
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -35,13 +36,15 @@ def simulate(
     on_round: Callable[[Progress], None] | None = None,
     window: tuple[int, int] | None = None,
     seed: int = 0,
+    policy_params: Mapping[str, Any] | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
     `cluster` is a `--cluster` string (`"v100:32,k80:16"`), a GPU count of the default type, or a ClusterSpec;
     `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
     Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules;
-    `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws.
+    `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws;
+    `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`), each one it must declare.
     Bad input raises `shockwave.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -60,6 +63,7 @@ def simulate(
         None if batch_sizes is None else Path(batch_sizes),
         window,
         seed,
+        policy_params,
     )
     return Result.model_validate(summary)
 

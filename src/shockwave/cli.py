@@ -356,6 +356,13 @@ def simulate_cmd(
         typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
+    policy_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy-param",
+            help="KEY=VALUE: a parameter the policy declares (repeatable), e.g. entities=teams.toml (multi-level).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
     allow_unfinished: AllowUnfinishedOpt = False,
@@ -363,12 +370,13 @@ def simulate_cmd(
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
     from shockwave.api import simulate
     from shockwave.cluster import ClusterSpec
-    from shockwave.policies.registry import policy_info
+    from shockwave.policies.registry import parse_policy_params, policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
 
     chosen = policy_info(policy)
+    params = parse_policy_params(policy, policy_param or [])
     if config is not None and not chosen.takes_config:
         raise InputError(f"--config sets Shockwave's hyperparameters; policy {chosen.label!r} has none", path=config)
     by_gang = _gang_costs(restart_by_gang) if restart_by_gang else None
@@ -389,6 +397,7 @@ def simulate_cmd(
             on_round=on_round,
             window=None if window is None else _window(window),
             seed=seed,
+            policy_params=params,
         )
     result = with_command(typed.to_json_dict(), this_command())
     if out_dir is not None:

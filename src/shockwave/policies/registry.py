@@ -41,8 +41,11 @@ from shockwave.policies.gavel.min_total_duration import (
     MinTotalDurationPacked,
     MinTotalDurationPerf,
 )
+from shockwave.policies.gavel.strategy_proof import MaxMinFairnessStrategyProof, MaxMinFairnessStrategyProofPerf
+from shockwave.policies.gavel.water_filling import MaxMinFairnessWaterFilling, MaxMinFairnessWaterFillingPerf
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.policy import ShockwavePolicy
+from shockwave.policies.themis.policy import DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_S, ThemisPolicy
 
 
 @dataclass(frozen=True)
@@ -104,11 +107,12 @@ class PolicyInfo:
         """Does it take Shockwave's hyperparameters (`config`)?"""
         return any(p.name == CONFIG.name for p in self.params)
 
-    def offered(self, **available: Any) -> Policy:
+    def offered(self, given: Mapping[str, Any] | None = None, /, **available: Any) -> Policy:
         """A fresh policy built with those of `available` it declares (None: not given): what a driver calls,
-        offering everything it knows (the simulator its realloc interval, which Gavel-style policies alone take)."""
+        offering everything it knows (the simulator its realloc interval, which Gavel-style policies alone take).
+        `given` are parameters the user set (`--policy-param`): each must be declared, and they win."""
         declared = {p.name for p in self.params}
-        return self.make({k: v for k, v in available.items() if k in declared and v is not None})
+        return self.make({**{k: v for k, v in available.items() if k in declared and v is not None}, **(given or {})})
 
     def make(self, params: Mapping[str, Any]) -> Policy:
         """A fresh policy with `params` (checked against the declaration)."""
@@ -196,6 +200,36 @@ def _gavel_seeded(name: str, allocator: Callable[[int], Any], help: str) -> Poli
     return PolicyInfo(name, build, (INTERVAL, SEED), help)
 
 
+LEASE = Param("lease_s", (float,), DEFAULT_LEASE_S, "Themis: lease length in seconds (whole rounds, at least one)")
+FAIRNESS_KNOB = Param(
+    "fairness_knob",
+    (float,),
+    DEFAULT_FAIRNESS_KNOB,
+    "Themis's f in [0, 1): the 1-f fraction of jobs furthest from finish-time fair bid in each lease's auction",
+)
+
+
+ENTITIES = Param(
+    "entities",
+    (str, Path, type(None)),
+    None,
+    "multi-level fairness: a JSON or TOML file of entity weights (and per-entity policy, fairness or fifo) and each "
+    "job's entity; default: every job on its own, weighted by its priority",
+)
+
+
+def _gavel_with_entities(name: str, allocator: Callable[..., Any], help: str) -> PolicyInfo:
+    """A Gavel-style policy whose allocator can share the cluster among weighted entities (`entities`)."""
+
+    def build(
+        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, entities: str | Path | None = None
+    ) -> Policy:
+        chosen = allocator(entities=entities)
+        return GavelPolicy(chosen, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+    return PolicyInfo(name, build, (INTERVAL, SEED, ENTITIES), help)
+
+
 def _fifo(perf: bool, packed: bool = False) -> Callable[..., Policy]:
     def build(
         min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
@@ -222,8 +256,28 @@ POLICIES: dict[str, PolicyInfo] = {
         _gavel_with_quirks(
             "max_min_fairness_packed", MaxMinFairnessPacked, "max-min fairness of throughput, pairs sharing GPUs"
         ),
+        _gavel_with_entities(
+            "max_min_fairness_water_filling",
+            MaxMinFairnessWaterFilling,
+            "max-min fairness of GPU time, water-filled: what the worst-off cannot use goes to the others",
+        ),
+        _gavel_with_entities(
+            "max_min_fairness_water_filling_perf",
+            MaxMinFairnessWaterFillingPerf,
+            "water-filled max-min of normalised throughput; with entities=FILE, multi-level (hierarchical) fairness",
+        ),
+        _gavel(
+            "max_min_fairness_strategy_proof",
+            MaxMinFairnessStrategyProof,
+            "strategy-proof fair shares of GPU time: Nash welfare, each job discounted by what it costs the others",
+        ),
+        _gavel(
+            "max_min_fairness_strategy_proof_perf",
+            MaxMinFairnessStrategyProofPerf,
+            "strategy-proof fair shares of normalised throughput (m + 1 convex solves per allocation)",
+        ),
         _gavel_with_quirks(
-            "finish_time_fairness", FinishTimeFairness, "Themis: minimise the worst finish-time fairness"
+            "finish_time_fairness", FinishTimeFairness, "Themis as Gavel's LP: minimise the worst finish-time fairness"
         ),
         _gavel_with_quirks(
             "finish_time_fairness_perf", FinishTimeFairnessPerf, "finish-time fairness with per-type throughputs"
@@ -240,6 +294,12 @@ POLICIES: dict[str, PolicyInfo] = {
         _gavel_seeded("gandiva", Gandiva, "Gandiva: random pairs of jobs share GPUs when demand exceeds the cluster"),
         _gavel("isolated", Isolated, "every job an equal 1/m share of every type (Themis's baseline)"),
         _gavel("proportional", Proportional, "every job a share of every type in proportion to its size"),
+        PolicyInfo(
+            "themis",
+            ThemisPolicy,
+            (LEASE, FAIRNESS_KNOB),
+            "Themis: leases of GPUs auctioned (partial allocation) among the jobs furthest from finish-time fair",
+        ),
         PolicyInfo("fifo", _fifo(False), (INTERVAL, SEED, QUIRKS), "first come, first served, strictly in order"),
         PolicyInfo("fifo_perf", _fifo(True), (INTERVAL, SEED), "first come, first served, each on its fastest type"),
         PolicyInfo(
@@ -251,7 +311,6 @@ POLICIES: dict[str, PolicyInfo] = {
 
 ALIASES = {
     "gavel": "max_min_fairness",
-    "themis": "finish_time_fairness",
     "ossp": "min_total_duration",
     "mst": "max_sum_throughput_perf",
     "max_sum_throughput": "max_sum_throughput_perf",
@@ -333,6 +392,48 @@ def make_policy(name: str, /, **params: Any) -> Policy:
 def make_policy_offering(name: str, /, **available: Any) -> Policy:
     """`PolicyInfo.offered` by name."""
     return policy_info(name).offered(**available)
+
+
+def parse_policy_params(name: str, texts: Iterable[str]) -> dict[str, Any]:
+    """`KEY=VALUE` texts (the CLI's `--policy-param`) as values of the parameters policy `name` declares: each value
+    read as its parameter's type (a number, true/false, none, or text such as a file name)."""
+    info = policy_info(name)
+    declared = {p.name: p for p in info.params}
+    values: dict[str, Any] = {}
+    for text in texts:
+        key, sep, value = (part.strip() for part in text.partition("="))
+        if not sep or not key:
+            raise InputError(f"--policy-param {text!r}: expected KEY=VALUE")
+        if key not in declared:
+            takes = f"its parameters: {', '.join(declared)}" if declared else "it takes none"
+            raise InputError(f"--policy-param {key}: {info.origin} has no parameter {key!r} ({takes})", path=info.path)
+        if key in values:
+            raise InputError(f"--policy-param {key} is given twice")
+        values[key] = _read_value(value, declared[key], f"--policy-param {key}")
+    return values
+
+
+_TRUE, _FALSE, _NONE = ("true", "yes", "1"), ("false", "no", "0"), ("none", "null")
+
+
+def _read_value(text: str, param: Param, where: str) -> Any:
+    """`text` as the first of the parameter's types it reads as (any type: a number, a boolean, else the text)."""
+    kinds = param.types or (int, float, bool, str)
+    lowered = text.lower()
+    if type(None) in kinds and lowered in _NONE:
+        return None
+    for kind in kinds:
+        if kind is bool and lowered in (*_TRUE, *_FALSE):
+            return lowered in _TRUE
+        if kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                continue
+        if kind in (str, Path) or kind is object:
+            return text if kind is not Path else Path(text)
+    wanted = " or ".join("none" if k is type(None) else k.__name__ for k in kinds)
+    raise InputError(f"{where}: expected {wanted}, got {text!r}")
 
 
 def _params_of(cls: type[Policy]) -> tuple[Param, ...]:

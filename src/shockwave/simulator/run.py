@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +31,15 @@ def simulate(
     batch_sizes: Path | None = None,
     window: tuple[int, int] | None = None,
     seed: int = 0,
+    policy_params: Mapping[str, Any] | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
     With `batch_sizes` (the per-epoch batch sizes a real run observed, `shockwave run`'s DIR/batch_sizes.json)
     jobs replay those schedules instead of following the catalog's adaptation rules. With `window` (A, B) the run
     ends once jobs A..B-1 are done and the metrics cover those jobs only (the reference Gavel's measurement window);
-    `seed` seeds the policies' random streams that take one. The result is checked
+    `seed` seeds the policies' random streams that take one; `policy_params` are parameters the user gives the
+    policy (each one it must declare; they win over what the simulator offers). The result is checked
     (`shockwave.results.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     """
     info = policy_info(policy)
@@ -51,6 +53,7 @@ def simulate(
             raise InputError(f"--window {start}:{stop} must be job ids within the trace's 0:{len(jobs)}", path=trace)
         measured = range(start, stop)
     chosen = info.offered(
+        policy_params,
         min_realloc_interval_s=mechanics.min_realloc_interval_s,
         config=config,
         seed=seed,
@@ -69,6 +72,10 @@ def simulate(
         "round_seconds": mechanics.round_seconds,
         "throughputs": tm.name,
     }
+    if policy_params:
+        header["policy_params"] = {
+            k: v if isinstance(v, int | float | bool) else str(v) for k, v in policy_params.items()
+        }
     summary = {**header, **result.summary, "timeline": timeline(result.rounds), "provenance": provenance(mechanics)}
     if isinstance(tm, TableWithFallback) and tm.estimated:
         summary["estimated_throughputs"] = tm.estimated_records()

@@ -128,11 +128,17 @@ class Classes:
             of_job[j] = k
         pairs: dict[tuple[int, int], PairRates] = {}
         for (a, b), rates in inputs.pairs.items():
-            ka, kb = of_job[a], of_job[b]
-            flipped = {t: (r[1], r[0]) for t, r in rates.items()}
-            if pairs.setdefault((ka, kb), rates) != rates or pairs.setdefault((kb, ka), flipped) != flipped:
-                # a table whose pairs depend on which job came first: no two jobs are interchangeable
-                return cls([[j] for j in inputs.job_ids], {(i, k): r for (i, k), r in _by_position(inputs).items()})
+            link = (of_job[a], of_job[b])
+            known = pairs.get(link)
+            if known is None:
+                pairs[link] = rates
+                flipped = {t: (r[1], r[0]) for t, r in rates.items()}
+                if pairs.setdefault(link[::-1], flipped) == flipped:
+                    continue
+            elif known is rates or known == rates:
+                continue
+            # a table whose pairs depend on which job came first: no two jobs are interchangeable
+            return cls([[j] for j in inputs.job_ids], _by_position(inputs))
         return cls(members, pairs)
 
     @property
@@ -151,11 +157,14 @@ class Classes:
             for j in jobs:
                 allocation[j] = row
         of_job = {j: k for k, jobs in enumerate(self.members) for j in jobs}
+        rows: dict[tuple[int, int], dict[str, float]] = {}
         for a, b in inputs.pairs:
-            ka, kb = of_job[a], of_job[b]
-            partners = len(self.members[kb]) - (ka == kb)
-            shared = paired[(ka, kb)].clip(min=0.0) / partners
-            allocation[(a, b)] = {t: float(min(shared[i], 1.0)) for i, t in enumerate(inputs.gpu_types)}
+            link = (of_job[a], of_job[b])
+            if link not in rows:
+                partners = len(self.members[link[1]]) - (link[0] == link[1])
+                shared = paired[link].clip(min=0.0).clip(max=partners) / partners
+                rows[link] = {t: float(shared[i]) for i, t in enumerate(inputs.gpu_types)}
+            allocation[(a, b)] = rows[link]
         return allocation
 
 
