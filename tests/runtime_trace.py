@@ -68,3 +68,31 @@ def write_typed_throughputs(path: Path, jobs: list[Row]) -> Path:
         table[("k80", model, bs, gang)] = rate * K80_SPEED[model]
     path.write_text(json.dumps(TableThroughputs(table, "typed").to_json()))
     return path
+
+
+PAIR_JOBS: list[Row] = [
+    ("ResNet-18", 32, 1, 800, 0.0),
+    ("Transformer", 32, 1, 400, 0.0),
+    ("LM", 10, 1, 1000, 0.0),
+    ("Recommendation", 2048, 1, 1500, 0.0),
+]
+"""Four 1-GPU jobs at once, for 2 GPUs: packing pays (two pairs run four jobs at 1.2 jobs' worth per GPU)."""
+
+PAIR_SPEED = 0.6
+"""Each job's rate sharing GPUs with any other, as a fraction of its rate alone (two of them: 1.2 jobs' worth)."""
+
+
+def write_pair_throughputs(path: Path, jobs: list[Row]) -> Path:
+    """A one-type (v100) table for `jobs`: the built-in model's rates alone, and every two jobs of the same gang
+    (either one first, the same job twice included) sharing GPUs at `PAIR_SPEED` of their rates alone."""
+    builtin = load_throughputs(None)
+    alone = {(model, bs, gang): builtin.throughput(model, bs, gang) for model, bs, gang, _, _ in jobs}
+    table = TableThroughputs({("v100", *key): rate for key, rate in alone.items()}, "pairs").to_json()
+    for (model, bs, gang), rate in alone.items():
+        entry = table["v100"][str((f"{model} (batch size {bs})", gang))]
+        for (other, other_bs, other_gang), other_rate in alone.items():
+            if other_gang == gang:
+                key = str((f"{other} (batch size {other_bs})", gang))
+                entry[key] = [rate * PAIR_SPEED, other_rate * PAIR_SPEED]
+    path.write_text(json.dumps(table))
+    return path

@@ -338,6 +338,14 @@ def test_every_built_in_policy_declares_its_parameters() -> None:
                 key: [*base, "entities"]
                 for key in ("max_min_fairness_water_filling", "max_min_fairness_water_filling_perf")
             },
+            **{
+                key: [*base, "prices"]
+                for key in (
+                    "max_sum_throughput_normalized_by_cost_perf",
+                    "max_sum_throughput_normalized_by_cost_perf_SLOs",
+                    "max_sum_throughput_normalized_by_cost_packed_SLOs",
+                )
+            },
         }.get(name, base)
         assert [p.name for p in info.params] == expected, name
     assert policy_params("gavel")["min_realloc_interval_s"] == INTERVAL and INTERVAL.default == 1000.0

@@ -7,11 +7,12 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conftest import shockwave
-from runtime_trace import TYPED_JOBS, write_runtime_trace, write_typed_throughputs
+from runtime_trace import PAIR_JOBS, TYPED_JOBS, write_pair_throughputs, write_runtime_trace, write_typed_throughputs
 from shockwave import lease as client
 from shockwave.core.clock import Clock, VirtualClock
 from shockwave.errors import InputError
@@ -547,3 +548,90 @@ def test_a_run_whose_policy_never_plans_its_jobs_ends_with_them_unfinished(
     )
     result = run(request(trace, tmp_path / "out", policy=f"{never}:NeverPlans"), lambda req: FakeBackend(4))
     assert not result["complete"] and result["unfinished_jobs"] and result["jobs"] == []
+
+
+# -- space sharing -----------------------------------------------------------------------------------------------------
+class Sharing(FakeBackend):
+    """Notes, for each lease of a pair, whether it joined its partner's GPUs (the partner was running as its pair)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.joined: list[tuple[int, int]] = []
+
+    def start(self, launch: Launch) -> bool:
+        started = super().start(launch)
+        if started and launch.partner is not None and self.gangs[launch.job_id].joined:
+            self.joined.append((launch.job_id, launch.partner))
+        return started
+
+
+@pytest.fixture
+def paired(tmp_path: Path) -> dict[str, Path]:
+    return {
+        "trace": write_runtime_trace(tmp_path / "pairs.trace", PAIR_JOBS),
+        "throughputs": write_pair_throughputs(tmp_path / "pairs.json", PAIR_JOBS),
+    }
+
+
+def pair_request(paired: dict[str, Path], out: Path, policy: str = "gandiva", **changes: object) -> RunRequest:
+    """The four 1-GPU jobs on 2 GPUs, with the table that lists every two of them sharing GPUs."""
+    return request(paired["trace"], out, policy, **{"gpus": 2, "throughputs": paired["throughputs"]} | changes)
+
+
+@pytest.mark.parametrize("policy", ["gandiva", "max_min_fairness_packed", "finish_time_fairness_packed"])
+def test_a_packed_policy_runs_pairs_on_shared_gpus_and_every_job_completes(
+    paired: dict[str, Path], tmp_path: Path, policy: str
+) -> None:
+    fake = Sharing(2, steps_per_s=RATE)
+    result = run(pair_request(paired, tmp_path, policy), lambda req: fake)
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 4
+    assert fake.refused == []  # pairs took one gang's GPUs, never two
+    assert fake.joined  # both jobs of a pair ran at once on the same GPUs
+    journal = Journal(tmp_path / "journal.sqlite").jobs()
+    assert all(r.status == "done" and r.steps == r.total_steps for r in journal.values())
+    for job_id, record in journal.items():
+        mine = [launch for launch in fake.launches if launch.job_id == job_id]
+        assert record.partners == [launch.partner for launch in mine]
+        for by_size in record.rates.values():  # measured alone only: a pair's rate is not the job's alone
+            assert all(rate == pytest.approx(RATE, rel=0.3) for rate in by_size.values())
+    assert 0 < result["utilization"] <= 1  # a pair's GPU time counted once
+
+
+def test_a_pair_the_table_does_not_list_is_never_formed(paired: dict[str, Path], tmp_path: Path) -> None:
+    fake = Sharing(2, steps_per_s=RATE)
+    run(pair_request(paired, tmp_path, throughputs=None), lambda req: fake)  # the built-in model knows no pairs
+    assert all(launch.partner is None for launch in fake.launches)
+
+
+class DyingWithPairs(DyingScheduler):
+    """Dies as `DyingScheduler` does, noting the pairs running at that moment."""
+
+    def __init__(self, gpus: int, jobs: int, clock: Clock) -> None:
+        super().__init__(gpus, jobs, clock)
+        self.pairs_at_death: list[int] = []
+
+    def start(self, launch: Launch) -> bool:
+        if self.completed >= self.until:
+            self.pairs_at_death = [j for j, gang in self.gangs.items() if gang.launch.partner is not None]
+        return super().start(launch)
+
+
+def test_a_resumed_run_with_pairs_loses_neither_job_of_a_pair(paired: dict[str, Path], tmp_path: Path) -> None:
+    clock = VirtualClock()
+    dying = DyingWithPairs(2, 1, clock)
+    with pytest.raises(KeyboardInterrupt):
+        run(pair_request(paired, tmp_path), lambda req: dying)
+    assert dying.pairs_at_death  # it died while pairs were sharing GPUs
+    before = Journal(tmp_path / "journal.sqlite").jobs()
+    finished = {i for i, r in before.items() if r.status == "done"}
+    resumed = Sharing(2, steps_per_s=RATE, clock=clock)
+    result = run(pair_request(paired, tmp_path, resume=True), lambda req: resumed)
+    assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 4
+    assert resumed.joined  # the resumed run forms pairs too
+    assert set(dying.pairs_at_death) <= {launch.job_id for launch in resumed.launches}
+    assert not {launch.job_id for launch in resumed.launches} & finished
+    first_launches: dict[int, Launch] = {}
+    for launch in resumed.launches:
+        first_launches.setdefault(launch.job_id, launch)
+    for job_id, launch in first_launches.items():  # each job resumes from the checkpoint the journal names
+        assert int(launch.checkpoint or b"0") == before[job_id].steps

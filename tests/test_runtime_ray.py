@@ -22,7 +22,16 @@ import pytest
 
 from conftest import require_module, shockwave
 from processes import alive, cmdline, descendants, is_loopback, listening, wait_until
-from runtime_trace import JOBS, PREEMPTING_JOBS, TYPED_JOBS, Row, write_runtime_trace, write_typed_throughputs
+from runtime_trace import (
+    JOBS,
+    PAIR_JOBS,
+    PREEMPTING_JOBS,
+    TYPED_JOBS,
+    Row,
+    write_pair_throughputs,
+    write_runtime_trace,
+    write_typed_throughputs,
+)
 from test_experiments import check_results
 
 pytestmark = pytest.mark.slow
@@ -345,3 +354,46 @@ def test_a_two_type_run_puts_every_job_on_gpus_of_its_planned_type(tmp_path: Pat
         assert record.gpu_types == [planned for j, planned, _ in leases if j == job_id]
         assert set(record.rates) <= set(record.gpu_types) and record.rates
     assert set(result["utilization_by_type"]) == {"v100", "k80"}
+
+
+def test_a_pair_runs_both_jobs_at_once_on_halves_of_one_gpu_and_both_complete(tmp_path: Path) -> None:
+    """Two 1-GPU jobs on one logical GPU, with a table that lists them sharing it: gandiva pairs them, the second
+    joins the first on its GPU while it trains, each member holding half of the GPU and of its type resource, and
+    both complete."""
+    from shockwave.runtime.backend import Launch
+    from shockwave.runtime.journal import Journal
+    from shockwave.runtime.ray_backend import RayBackend, type_resource
+    from shockwave.runtime.run import RunRequest, run
+
+    leases: list[tuple[int, int | None, dict[str, Any], bool]] = []
+    """(job, partner, its member's node, whether the partner was training on the GPU then) per lease."""
+
+    class Audited(RayBackend):
+        def start(self, launch: Launch) -> bool:
+            if not super().start(launch):
+                return False
+            partner = launch.partner
+            training = partner in self.gangs and not self.status(partner).exited
+            leases.append((launch.job_id, partner, self.member_nodes(launch.job_id)[0], training))
+            return True
+
+    jobs = PAIR_JOBS[:2]
+    request = RunRequest(
+        trace=write_runtime_trace(tmp_path / "pair.trace", jobs),
+        policy="gandiva",
+        gpus=1,
+        throughputs=write_pair_throughputs(tmp_path / "pairs.json", jobs),
+        out=tmp_path / "run",
+        round_seconds=float(ROUND),
+    )
+    run(request, lambda req: Audited(req.cluster_spec, None, req.placement))
+    audit(tmp_path / "run", jobs)
+    shared = [(job, node, training) for job, partner, node, training in leases if partner is not None]
+    assert {job for job, _, _ in shared} == {0, 1}
+    for _, node, _ in shared:
+        assert node["resources"].get("GPU") == 0.5 and node["resources"].get(type_resource("v100")) == 0.5, node
+    joined = [(job, node) for job, node, training in shared if training]
+    assert joined, leases  # one job started while its partner was running on the GPU
+    assert {tuple(node["gpus"]) for _, node, _ in shared} == {tuple(leases[0][2]["gpus"])}  # the one GPU
+    records = Journal(tmp_path / "run" / "journal.sqlite").jobs()
+    assert all(record.partners[0] == 1 - job_id for job_id, record in records.items())

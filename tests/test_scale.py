@@ -14,10 +14,13 @@ from shockwave.simulator.run import simulate
 
 STRATEGY_PROOF = {"max_min_fairness_strategy_proof", "max_min_fairness_strategy_proof_perf"}
 """One program per job and allocation (each job's counterfactual): 3 minutes each on this trace, not a scale policy."""
+SPACE_SHARING = {name for name, info in POLICIES.items() if getattr(info.make({}), "packs", False)}
+"""The table lists pairs for every two jobs here, and pair entries grow with the square of the active jobs: space
+sharing at this scale is the scale issue's (21) work, not this test's."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("policy", sorted(set(POLICIES) - {"shockwave"} - STRATEGY_PROOF))
+@pytest.mark.parametrize("policy", sorted(set(POLICIES) - {"shockwave"} - STRATEGY_PROOF - SPACE_SHARING))
 def test_900_jobs_on_256_gpus_complete(policy: str) -> None:
     trace = require_reference("traces", "900_0.2_5_1000_5_15_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace")
     wisr = require_reference("throughputs", "wisr_throughputs.json")

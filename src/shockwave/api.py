@@ -37,6 +37,7 @@ def simulate(
     window: tuple[int, int] | None = None,
     seed: int = 0,
     policy_params: Mapping[str, Any] | None = None,
+    prices: str | Path | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
@@ -44,7 +45,9 @@ def simulate(
     `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
     Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules;
     `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws;
-    `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`), each one it must declare.
+    `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`), each one it must declare;
+    `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
+    and that the cost-aware policies weigh throughput by.
     Bad input raises `shockwave.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -64,6 +67,7 @@ def simulate(
         window,
         seed,
         policy_params,
+        None if prices is None else Path(prices),
     )
     return Result.model_validate(summary)
 

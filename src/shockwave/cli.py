@@ -179,6 +179,10 @@ def trace_generate(
     multi_priority: Annotated[
         bool, typer.Option("--multi-priority", help="Gavel style: a fifth of the jobs get priority weight 5.")
     ] = False,
+    slos: Annotated[
+        bool,
+        typer.Option("--slos", help="Gavel style: SLOs of 1.2, 2 or 10 x each job's duration (the reference's draw)."),
+    ] = False,
     throughputs: ThroughputsOpt = None,
 ) -> None:
     """Generate a synthetic trace with a reference generator's sampling, so its job stream regenerates exactly."""
@@ -195,12 +199,14 @@ def trace_generate(
             raise InputError("--static puts every job at time 0: it takes no --lam or --jobs-per-hour")
         if not static and lam is None:
             raise InputError("a continuous Gavel workload needs --lam (seconds between arrivals) or --jobs-per-hour")
-        workload = GavelWorkload(jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority)
+        workload = GavelWorkload(
+            jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority, slos=slos
+        )
         default = workload.file_name()
         make = partial(generate_gavel, workload, tm)
     elif style == "shockwave":
-        if static or multi_gpu or multi_priority:
-            raise InputError("--static, --multi-gpu and --multi-priority belong to --style gavel")
+        if static or multi_gpu or multi_priority or slos:
+            raise InputError("--static, --multi-gpu, --multi-priority and --slos belong to --style gavel")
         params = GeneratorParams(
             jobs=jobs,
             min_hours=min_hours,
@@ -363,11 +369,19 @@ def simulate_cmd(
             help="KEY=VALUE: a parameter the policy declares (repeatable), e.g. entities=teams.toml (multi-level).",
         ),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="JSON/TOML file of dollars per GPU-hour by type: the result's cost, and the cost-aware policies' "
+            "prices (default: Gavel's GCP prices, v100 0.74, p100 0.43, k80 0.135).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
     allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
-    """Simulate a policy on a trace and report makespan, JCT, finish-time fairness and utilisation."""
+    """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate
     from shockwave.cluster import ClusterSpec
     from shockwave.policies.registry import parse_policy_params, policy_info
@@ -398,6 +412,7 @@ def simulate_cmd(
             window=None if window is None else _window(window),
             seed=seed,
             policy_params=params,
+            prices=prices,
         )
     result = with_command(typed.to_json_dict(), this_command())
     if out_dir is not None:

@@ -66,6 +66,12 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
         ("makespan lower bound", f"{bound:.1f} s"),
         ("wall time", f"{result['wall_seconds']:.2f} s"),
     ]
+    if "total_cost" in result:
+        rows.append(("cost", cost_line(result)))
+    elif "gpu_hours_by_type" in result:
+        rows.append(("GPU-hours", ", ".join(f"{t} {h:.1f}" for t, h in result["gpu_hours_by_type"].items())))
+    if "slo_violations" in result:
+        rows.append(("SLO violations", f"{result['slo_violations']} of {result['slo_jobs']} jobs with SLOs"))
     if "solver" in result:
         rows.append(("market solves", _solver_line(result["solver"])))
     if result.get("unfinished_jobs"):
@@ -73,6 +79,13 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+
+
+def cost_line(result: dict[str, Any]) -> str:
+    """'$12.34 (v100 10.0 GPU-h $7.40, k80 ...; prices: gcp)'."""
+    hours, cost = result["gpu_hours_by_type"], result["cost_by_type"]
+    parts = ", ".join(f"{t} {hours[t]:.1f} GPU-h ${cost[t]:.2f}" for t in cost)
+    return f"${result['total_cost']:.2f} ({parts}; prices: {escape(result['prices']['name'])})"
 
 
 def unfinished_line(result: dict[str, Any], shown: int = 12) -> str:

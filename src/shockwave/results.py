@@ -148,6 +148,13 @@ class EstimatedThroughput(_Stored):
     basis: str
 
 
+class PriceTable(_Stored):
+    """Prices a result's cost is counted in."""
+
+    name: str
+    usd_per_gpu_hour: dict[str, Positive]
+
+
 class Result(_Stored):
     """One run of one policy on one trace and cluster (fields in `simulate --json`'s order)."""
 
@@ -166,6 +173,19 @@ class Result(_Stored):
     unfair_fraction: Fraction
     utilization: Fraction
     utilization_by_type: dict[str, Fraction] | None = Field(None, description="Clusters of several GPU types.")
+    gpu_hours_by_type: dict[str, NonNegative] | None = Field(
+        None, description="GPU-hours each type was busy over the whole run (a pair sharing a gang counts once)."
+    )
+    cost_by_type: dict[str, NonNegative] | None = Field(
+        None, description="Dollars per type: its GPU-hours x its price (absent when no price covers the cluster)."
+    )
+    total_cost: NonNegative | None = Field(None, description="Dollars: the sum of cost_by_type.")
+    prices: PriceTable | None = Field(None, description="The prices cost_by_type is counted in.")
+    slo_jobs: Count | None = Field(None, description="Measured finished jobs with an SLO (traces with SLOs only).")
+    slo_violations: Count | None = Field(
+        None,
+        description="Of slo_jobs, those with JCT > SLO x duration (the reference compares JCT with the deadline).",
+    )
     window: list[int] | None = Field(None, description="--window A:B: the job ids [A, B) the metrics cover.")
     jobs_arrived: Count | None = Field(None, description="With a window: jobs that had arrived when the run ended.")
     num_rounds: Count

@@ -24,6 +24,11 @@ from shockwave.core.policy import Policy
 from shockwave.errors import InputError
 from shockwave.policies import plugins
 from shockwave.policies.gavel.allox import AlloX
+from shockwave.policies.gavel.cost import (
+    MaxSumThroughputNormalizedByCost,
+    MaxSumThroughputNormalizedByCostPackedSLOs,
+    MaxSumThroughputNormalizedByCostSLOs,
+)
 from shockwave.policies.gavel.fifo import FifoPolicy
 from shockwave.policies.gavel.finish_time_fairness import (
     FinishTimeFairness,
@@ -230,6 +235,26 @@ def _gavel_with_entities(name: str, allocator: Callable[..., Any], help: str) ->
     return PolicyInfo(name, build, (INTERVAL, SEED, ENTITIES), help)
 
 
+PRICES = Param(
+    "prices",
+    (str, Path, type(None)),
+    None,
+    "cost-aware policies: a JSON or TOML file of dollars per GPU-hour by type (simulate --prices gives it too); "
+    "default: Gavel's GCP prices (v100 0.74, p100 0.43, k80 0.135)",
+)
+
+
+def _gavel_with_prices(name: str, allocator: Callable[..., Any], help: str) -> PolicyInfo:
+    """A Gavel-style policy whose allocator weighs throughput by the GPU types' prices (`prices`)."""
+
+    def build(
+        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, prices: str | Path | None = None
+    ) -> Policy:
+        return GavelPolicy(allocator(prices=prices), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+    return PolicyInfo(name, build, (INTERVAL, SEED, PRICES), help)
+
+
 def _fifo(perf: bool, packed: bool = False) -> Callable[..., Policy]:
     def build(
         min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
@@ -289,6 +314,21 @@ POLICIES: dict[str, PolicyInfo] = {
         _gavel("min_total_duration_perf", MinTotalDurationPerf, "OSSP with per-type throughputs"),
         _gavel("min_total_duration_packed", MinTotalDurationPacked, "OSSP with pairs of jobs sharing GPUs"),
         _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of throughputs over all types"),
+        _gavel_with_prices(
+            "max_sum_throughput_normalized_by_cost_perf",
+            MaxSumThroughputNormalizedByCost,
+            "maximise the sum of throughputs per dollar (prices=FILE, or simulate --prices)",
+        ),
+        _gavel_with_prices(
+            "max_sum_throughput_normalized_by_cost_perf_SLOs",
+            MaxSumThroughputNormalizedByCostSLOs,
+            "throughput per dollar, keeping jobs with SLOs on course for their deadlines while feasible",
+        ),
+        _gavel_with_prices(
+            "max_sum_throughput_normalized_by_cost_packed_SLOs",
+            MaxSumThroughputNormalizedByCostPackedSLOs,
+            "throughput per dollar with SLOs, pairs of jobs sharing GPUs",
+        ),
         _gavel("allox", AlloX, "AlloX: min-cost assignment of jobs to GPUs"),
         _gavel("gandiva_fair", GandivaFair, "Gandiva-Fair: lottery scheduling with GPU trading"),
         _gavel_seeded("gandiva", Gandiva, "Gandiva: random pairs of jobs share GPUs when demand exceeds the cluster"),

@@ -9,6 +9,9 @@ from shockwave.core.clock import Clock
 from shockwave.lease import steps_per_second
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
+SHARE = 0.5
+"""What each job of a pair holds of every GPU it shares."""
+
 
 @dataclass(frozen=True)
 class Launch:
@@ -28,6 +31,14 @@ class Launch:
     """Steps per epoch at `batch_size`."""
     gpu_type: str = DEFAULT_GPU_TYPE
     """The type of GPU the round's plan puts the job on: the gang runs on GPUs of this type only."""
+    partner: int | None = None
+    """The job the plan pairs this one with (space sharing): both run at once on the same GPUs, each holding
+    `SHARE` of every GPU of the gang; the one started second joins the first's GPUs."""
+
+    @property
+    def share(self) -> float:
+        """The fraction of each GPU of its gang the job holds."""
+        return SHARE if self.partner is not None else 1.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,8 @@ class Backend(Protocol):
     """The time leases and reports are in; the scheduler keeps time on it too."""
 
     def start(self, launch: Launch) -> bool:
-        """Place the gang and start it; False when its GPUs cannot be had now (it is not started)."""
+        """Place the gang and start it; False when its GPUs cannot be had now (it is not started). A launch with a
+        partner joins the partner's GPUs when the partner runs there as its pair, else takes whole GPUs for both."""
         ...
 
     def granted_type(self, job_id: int) -> str:

@@ -6,7 +6,9 @@ write its checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step 
 one is given, so a run takes only its computation's time and does not depend on the machine's load.
 
 GPUs are one pool that takes a launch of any type (`gpus=4`), or pools by type (`gpus={"v100": 2, "k80": 2}`): a
-launch then waits for room in its type's pool, as on Ray, and may train at its type's own rate.
+launch then waits for room in its type's pool, as on Ray, and may train at its type's own rate. A launch with a
+partner (a pair sharing GPUs) joins its partner's GPUs when the partner runs as its pair, else takes a whole gang for
+both; each job of a pair trains at `pair_speed` of its rate alone.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class _Gang:
     deadline: float
     failed: str | None = None
     failed_at: int | None = None
+    joined: bool = False
+    """It runs on its partner's GPUs (they are counted with the partner's gang)."""
 
 
 class FakeBackend:
@@ -36,12 +40,14 @@ class FakeBackend:
         startup_s: float = 0.0,
         exit_s: float = 0.0,
         clock: Clock | None = None,
+        pair_speed: float = 0.6,
     ) -> None:
         self.pools = dict(gpus) if isinstance(gpus, Mapping) else None
         """GPUs by type, or None: one pool, whatever type a launch names."""
         self.gpus = sum(self.pools.values()) if self.pools is not None else int(gpus)
         self.rates = steps_per_s
         self.startup_s, self.exit_s = startup_s, exit_s
+        self.pair_speed = pair_speed
         self.clock: Clock = clock or VirtualClock()
         self.gangs: dict[int, _Gang] = {}
         self.launches: list[Launch] = []
@@ -50,7 +56,8 @@ class FakeBackend:
 
     def rate(self, gang: _Gang) -> float:
         rates = self.rates
-        return rates[gang.launch.gpu_type] if isinstance(rates, Mapping) else rates
+        alone = rates[gang.launch.gpu_type] if isinstance(rates, Mapping) else rates
+        return alone * self.pair_speed if gang.launch.partner is not None else alone
 
     def _step(self, gang: _Gang, at: float) -> int:
         if gang.failed_at is not None:
@@ -59,20 +66,37 @@ class FakeBackend:
         return min(gang.launch.total_steps, gang.start_step + int(ran * self.rate(gang)))
 
     def start(self, launch: Launch) -> bool:
-        if self.pools is None:
-            held, room = sum(g.launch.gang for g in self.gangs.values()), self.gpus
-        elif launch.gpu_type not in self.pools:
+        if self.pools is not None and launch.gpu_type not in self.pools:
             raise ValueError(f"the fake cluster has no {launch.gpu_type!r} GPUs (it has {', '.join(self.pools)})")
-        else:
-            same = [g for g in self.gangs.values() if g.launch.gpu_type == launch.gpu_type]
-            held, room = sum(g.launch.gang for g in same), self.pools[launch.gpu_type]
-        if held + launch.gang > room:
+        joins = self._joins(launch)
+        if not joins and self._held(launch.gpu_type) + launch.gang > self._room(launch.gpu_type):
             self.refused.append(launch)
             return False
         start = launch.resume_step  # what a real job does after a batch-size change; else its checkpoint's step
-        self.gangs[launch.job_id] = _Gang(launch, start, self.clock.now(), launch.deadline)
+        self.gangs[launch.job_id] = _Gang(launch, start, self.clock.now(), launch.deadline, joined=joins)
         self.launches.append(launch)
         return True
+
+    def _joins(self, launch: Launch) -> bool:
+        """The launch's partner runs as its pair on GPUs of its type: it takes no GPUs of its own."""
+        partner = self.gangs.get(launch.partner) if launch.partner is not None else None
+        return (
+            partner is not None
+            and partner.launch.partner == launch.job_id
+            and partner.launch.gpu_type == launch.gpu_type
+            and partner.launch.gang == launch.gang
+        )
+
+    def _room(self, gpu_type: str) -> int:
+        return self.gpus if self.pools is None else self.pools[gpu_type]
+
+    def _held(self, gpu_type: str) -> int:
+        """GPUs held in `gpu_type`'s pool (the one pool's, whatever the type, without pools)."""
+        return sum(
+            g.launch.gang
+            for g in self.gangs.values()
+            if not g.joined and (self.pools is None or g.launch.gpu_type == gpu_type)
+        )
 
     def granted_type(self, job_id: int) -> str:
         return self.gangs[job_id].launch.gpu_type
@@ -107,7 +131,10 @@ class FakeBackend:
         return (step, str(step).encode()) if step > newer_than else None
 
     def release(self, job_id: int) -> None:
-        del self.gangs[job_id]
+        gang = self.gangs.pop(job_id)
+        for other in self.gangs.values():  # a partner that joined its GPUs holds them now
+            if other.joined and gang.launch.partner == other.launch.job_id and not gang.joined:
+                other.joined = False
 
     def close(self) -> None:
         self.gangs.clear()

@@ -41,7 +41,8 @@ class JobRecord:
     measured_throughput: float | None = None
     """Steps per second while training (start-up excluded), smoothed over leases (exponential average, 0.5)."""
     run_seconds: float = 0.0
-    """Wall seconds the job held its GPUs (all its leases, start-up and checkpointing included)."""
+    """Wall seconds the job held its GPUs (all its leases, start-up and checkpointing included), times the share of
+    them it held: half for a lease on GPUs shared with a partner, so a pair's GPU time is counted once."""
     run_seconds_by_type: dict[str, float] = field(default_factory=dict)
     """`run_seconds` by the GPU type the leases ran on."""
     train_seconds: float = 0.0
@@ -52,6 +53,8 @@ class JobRecord:
     """Elapsed seconds at which each lease of the job started."""
     gpu_types: list[str] = field(default_factory=list)
     """The GPU type of each lease (one per start), as the cluster granted it."""
+    partners: list[int | None] = field(default_factory=list)
+    """The job each lease shared its GPUs with (one per start; None: it ran alone)."""
     rates: dict[str, dict[str, float]] = field(default_factory=dict)
     """GPU type -> batch size -> smoothed steps per second measured there."""
     startups: list[float] = field(default_factory=list)
@@ -109,4 +112,6 @@ def _record(data: dict[str, Any], one_type: str) -> JobRecord:
             "rates": {one_type: data.get("rates", {})},
             "run_seconds_by_type": {one_type: data.get("run_seconds", 0.0)},
         }
+    if "partners" not in data:  # from before pairs: every lease ran alone
+        data = {**data, "partners": [None] * len(data.get("starts", []))}
     return JobRecord(**data)

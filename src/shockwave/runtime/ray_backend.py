@@ -13,6 +13,11 @@ instance declares them from the cluster (`v100:2,k80:2`: 4 logical GPUs, 2 of ea
 given by `--address` must declare them (`ray start --num-gpus 8 --resources '{"gpu_type:v100": 8}'`), one type per
 node, since Ray cannot tell which of a node's GPUs a type resource belongs to. A one-type cluster needs none: its
 gangs use the type's resource when the Ray cluster has it, and any GPU when it does not.
+
+A pair of jobs sharing GPUs (`Launch.partner`) shares one placement group: the first of the two to start places it
+(whole GPUs, one unit of the type resource each), and the second joins it while the first runs as its pair. Each
+member of either job asks its bundle for a fraction (`Launch.share`, 0.5) of the GPU, of the type resource and of the
+CPU, so Ray puts both jobs' rank-r members on bundle r's GPU at once. The group is removed when neither job is left.
 """
 
 from __future__ import annotations
@@ -134,6 +139,8 @@ class RayBackend:
         self.cluster, self.gpus = cluster, cluster.gpus
         self.member = ray.remote(GangMember)
         self.gangs: dict[int, tuple[PlacementGroup, list[Any]]] = {}
+        """Each running job's placement group (a pair's two jobs hold the same one) and its members' actors."""
+        self.launches: dict[int, Launch] = {}
         self.granted: dict[int, str] = {}
         """The GPU type of each running gang, from the resources Ray assigned its members."""
         self.started_ray = not ray.is_initialized()
@@ -185,23 +192,17 @@ class RayBackend:
         return True
 
     def start(self, launch: Launch) -> bool:
-        typed = {type_resource(launch.gpu_type): 1} if self.typed else {}
-        group = placement_group([{"GPU": 1, "CPU": 1, **typed}] * launch.gang, strategy=self.strategy)
-        ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
-        if not ready:
-            remove_placement_group(group)
-            log.warning(
-                "job %d: no room for a gang of %d %s GPUs (%s) now",
-                launch.job_id,
-                launch.gang,
-                launch.gpu_type,
-                self.strategy,
-            )
+        group = self._partner_group(launch)
+        if group is None:
+            group = self._place(launch)
+        if group is None:
             return False
+        share = launch.share
+        typed = {type_resource(launch.gpu_type): share} if self.typed else {}
         members = [
             self.member.options(
-                num_gpus=1,
-                num_cpus=1,
+                num_gpus=share,
+                num_cpus=share,
                 resources=typed,
                 max_restarts=0,
                 scheduling_strategy=(PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)),
@@ -226,8 +227,35 @@ class RayBackend:
             ]
         )
         self.gangs[launch.job_id] = (group, members)
+        self.launches[launch.job_id] = launch
         self.granted[launch.job_id] = self._type_of(nodes)
         return True
+
+    def _partner_group(self, launch: Launch) -> PlacementGroup | None:
+        """The placement group of the launch's partner, if the partner runs there as its pair (same type and gang)."""
+        partner = self.launches.get(launch.partner) if launch.partner is not None else None
+        if partner is None or partner.partner != launch.job_id:
+            return None
+        if (partner.gpu_type, partner.gang) != (launch.gpu_type, launch.gang):
+            return None
+        return self.gangs[partner.job_id][0]
+
+    def _place(self, launch: Launch) -> PlacementGroup | None:
+        """A new placement group of whole GPUs of the launch's type for its gang, or None if there is no room now."""
+        typed = {type_resource(launch.gpu_type): 1} if self.typed else {}
+        group = placement_group([{"GPU": 1, "CPU": 1, **typed}] * launch.gang, strategy=self.strategy)
+        ready, _ = ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if ready:
+            return group
+        remove_placement_group(group)
+        log.warning(
+            "job %d: no room for a gang of %d %s GPUs (%s) now",
+            launch.job_id,
+            launch.gang,
+            launch.gpu_type,
+            self.strategy,
+        )
+        return None
 
     def _type_of(self, nodes: list[dict[str, Any]]) -> str:
         """The GPU type of a gang's members, from the resources Ray assigned them (types joined by commas if they
@@ -284,18 +312,26 @@ class RayBackend:
         return ray.get([m.node.remote() for m in self.gangs[job_id][1]])
 
     def release(self, job_id: int) -> None:
+        """Kill the job's members; its GPUs go back to the pool unless its partner still runs on them."""
         group, members = self.gangs.pop(job_id)
         self.granted.pop(job_id, None)
+        self.launches.pop(job_id, None)
         for member in members:
             with contextlib.suppress(ray.exceptions.RayError):
                 ray.get(member.kill.remote(), timeout=10)
             ray.kill(member)
+        if any(other.id == group.id for other in self._groups()):
+            return
         remove_placement_group(group)
         self._wait_released(group)
 
+    def _groups(self) -> list[PlacementGroup]:
+        """The placement groups of running jobs, each once (a pair's jobs share theirs)."""
+        return list({group.id: group for group, _ in self.gangs.values()}.values())
+
     def _wait_released(self, group: PlacementGroup) -> None:
         """The group's GPUs are back in the pool before anything new is placed on them."""
-        held = sum(len(g.bundle_specs) for g, _ in self.gangs.values())
+        held = sum(len(g.bundle_specs) for g in self._groups())
         deadline = time.monotonic() + RELEASE_TIMEOUT_S
         while time.monotonic() < deadline:
             state = ray.util.placement_group_table(group).get("state")

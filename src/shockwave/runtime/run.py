@@ -357,7 +357,8 @@ def _result(
         for i in done
     ]
     makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)
-    busy = sum(r.run_seconds * jobs[i].scale_factor for i, r in records.items())
+    # A lease is held until the round that sees its job finish ends: for the last jobs, past the makespan.
+    busy = min(sum(r.run_seconds * jobs[i].scale_factor for i, r in records.items()), request.gpus * makespan)
     summary = summarize_run(
         outcomes,
         gpus=request.gpus,

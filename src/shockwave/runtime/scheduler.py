@@ -18,6 +18,12 @@ A lease runs `hold_seconds` past its round so a job chosen again never stops bet
 Rates are measured per GPU type: a lease's rate is kept under the type the cluster granted it, and the job's rates on
 types it has not been measured on (at its batch size) follow the measured ones by the throughput model's ratio
 between the types (`_calibrated`), so a policy never weighs a real rate against a table's.
+
+Space sharing: a plan may pair two jobs on one gang. Both are started with the other as partner (`Launch.partner`):
+the backend runs both at once on the same GPUs, each holding half of each. A lease is kept only if the plan keeps
+its type and its partner (anything else restarts it on what the plan says). Pair rates are the throughput table's
+co-location entries, put on the run's measured scale (`_colocated`): a pair the table does not list is never formed.
+A paired lease's rate is not the job's rate alone, so it is not measured as one.
 """
 
 from __future__ import annotations
@@ -30,11 +36,11 @@ from typing import Any
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import Clock, Elapsed
-from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, rates_after_switch
-from shockwave.core.plan import RoundPlan
+from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
+from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
-from shockwave.runtime.backend import Backend, GangStatus, Launch
+from shockwave.runtime.backend import SHARE, Backend, GangStatus, Launch
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import JobProfile
@@ -75,8 +81,15 @@ class _Running:
     """The type the cluster granted the lease: its measured rate is that type's."""
     prior_rate: float | None
     """The job's smoothed rate at this batch size before this lease: the lease's own rate is blended into it."""
+    partner: int | None = None
+    """The job the lease shares its GPUs with (None: it runs alone)."""
     last_report: float | None = None
     startup_seen: bool = False
+
+    @property
+    def share(self) -> float:
+        """The fraction of each GPU of its gang the lease holds."""
+        return SHARE if self.partner is not None else 1.0
 
 
 @dataclass
@@ -99,6 +112,7 @@ class RuntimeScheduler:
     def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
         self.clock: Clock = self.backend.clock
         self.start_wall: float = self.run_settings.setdefault("start_wall", self.clock.now())
+        self.table_pairs = colocation_from(self.throughputs)
         self.loop = SchedulingLoop(
             self.policy,
             self.cluster,
@@ -106,6 +120,7 @@ class RuntimeScheduler:
             Elapsed(self.clock, self.start_wall).now,
             round_index=self.run_settings.get("rounds", 0),
             rounds=self.rounds,
+            colocation=self._colocated,
         )
         self.view = self.loop.view
         self.round_end: float | None = None
@@ -167,7 +182,8 @@ class RuntimeScheduler:
                     self._look(job_id, status)
                     self._ended(job_id, status)
                     if job_id in self.view.jobs:
-                        self._start(job_id, lease.gpu_type, lease.deadline, wanted)
+                        partner = lease.partner if lease.partner in self.running else None
+                        self._start(job_id, lease.gpu_type, lease.deadline, wanted, partner)
                     self._save()
 
     def all_settled(self) -> bool:
@@ -194,7 +210,7 @@ class RuntimeScheduler:
         if status.first_step_at is not None and not lease.startup_seen:
             lease.startup_seen = True
             record.startups.append(status.first_step_at - self.start_wall - lease.wanted)
-        rate = status.lease_rate()
+        rate = status.lease_rate() if lease.partner is None else None  # a pair's rate is not the job's alone
         if rate is not None:
             smoothed = rate if lease.prior_rate is None else EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate
             record.rates.setdefault(lease.granted, {})[str(lease.batch_size)] = smoothed
@@ -310,16 +326,44 @@ class RuntimeScheduler:
                 calibrated[gpu_type] = measured[reference] * there / here
         return calibrated
 
+    def _colocated(self, job: JobState, other: JobState, gpu_type: str) -> tuple[float, float] | None:
+        """The pair's rates sharing `gpu_type` GPUs (the loop's `Colocation`): the table's co-location entry, each
+        job's rate scaled by its own rate there over the table's rate alone.
+
+        Each job's rate is measured (or calibrated from measured ones), the table's pair rate is not: scaled so, the
+        pair keeps the table's slowdown from sharing and is weighed on the run's scale against rates alone. None
+        where the table lists no such pair, or cannot say how fast a job of it runs alone there.
+        """
+        pair = self.table_pairs(job, other, gpu_type)
+        scales = [self._table_scale(j, gpu_type) for j in (job, other)]
+        if pair is None or scales[0] is None or scales[1] is None:
+            return None
+        return pair[0] * scales[0], pair[1] * scales[1]
+
+    def _table_scale(self, job: JobState, gpu_type: str) -> float | None:
+        """The job's rate on `gpu_type` over the throughput model's, or None where either is unknown."""
+        try:
+            table = self.throughputs.throughput(job.family.name, job.batch_size, job.scale_factor, gpu_type)
+        except UnknownThroughput:
+            return None
+        rate = job.rates.get(gpu_type)
+        return rate / table if rate is not None and table > 0 else None
+
     # -- acting ---------------------------------------------------------------------------------------------------
     def _apply(self, plan: RoundPlan, decided: float) -> float:
         """Carry out the round; returns when its leases begin (once the preempted jobs have left their GPUs).
 
         Kept jobs are extended first, so a slow drain never lets their leases lapse; the round's clock starts after
         the drain, so jobs started now get a whole round however long the preempted took to checkpoint. A running
-        job the plan puts on another GPU type is preempted and started again there.
+        job the plan puts on another GPU type, or with another partner (or none, or one where it ran alone), is
+        preempted and started again there: what it holds of its GPUs changes.
         """
-        chosen = {job_id: assignment.gpu_type for assignment in plan.assignments for job_id in assignment.jobs}
-        kept = [j for j, gpu_type in chosen.items() if j in self.running and self.running[j].gpu_type == gpu_type]
+        chosen = {job_id: (a.gpu_type, _partner(a, job_id)) for a in plan.assignments for job_id in a.jobs}
+        kept = [
+            j
+            for j, (gpu_type, partner) in chosen.items()
+            if j in self.running and (self.running[j].gpu_type, self.running[j].partner) == (gpu_type, partner)
+        ]
         for job_id in kept:
             self._extend(job_id, self._lease_end(self.clock.now()))
         stopping = [j for j in self.running if j not in kept]
@@ -328,11 +372,11 @@ class RuntimeScheduler:
         self._drain(stopping)
         round_start = self.clock.now()
         deadline = self._lease_end(round_start)
-        for job_id, gpu_type in chosen.items():
+        for job_id, (gpu_type, partner) in chosen.items():
             if job_id in self.running:
                 self._extend(job_id, deadline)
             elif job_id in self.view.jobs:
-                self._start(job_id, gpu_type, deadline, decided - self.start_wall)
+                self._start(job_id, gpu_type, deadline, decided - self.start_wall, partner)
         return round_start
 
     def _lease_end(self, round_start: float) -> float:
@@ -359,7 +403,7 @@ class RuntimeScheduler:
                     waiting.remove(job_id)
             self.clock.sleep(0.05)
 
-    def _start(self, job_id: int, gpu_type: str, deadline: float, wanted: float) -> None:
+    def _start(self, job_id: int, gpu_type: str, deadline: float, wanted: float, partner: int | None) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
         checkpoint = Path(record.checkpoint).read_bytes() if record.checkpoint else None
         values = {
@@ -380,6 +424,7 @@ class RuntimeScheduler:
             resume_step=state.steps_done,
             epoch_steps=state.iterations_per_epoch,
             gpu_type=gpu_type,
+            partner=partner,
         )
         if self.backend.start(launch):
             granted = self.backend.granted_type(job_id)
@@ -387,16 +432,17 @@ class RuntimeScheduler:
                 log.warning("job %d was planned on %s GPUs but the cluster granted it %s", job_id, gpu_type, granted)
             prior = record.rates.get(granted, {}).get(str(state.batch_size))
             self.running[job_id] = _Running(
-                self.elapsed(), wanted, deadline, record.steps, state.batch_size, gpu_type, granted, prior
+                self.elapsed(), wanted, deadline, record.steps, state.batch_size, gpu_type, granted, prior, partner
             )
             record.starts.append(self.elapsed())
             record.gpu_types.append(granted)
+            record.partners.append(partner)
 
     def _release(self, job_id: int) -> None:
         lease = self.running.pop(job_id, None)
         if lease is not None:
             self.backend.release(job_id)
-            record, held = self.records[job_id], self.elapsed() - lease.started
+            record, held = self.records[job_id], (self.elapsed() - lease.started) * lease.share
             record.run_seconds += held
             record.run_seconds_by_type[lease.granted] = record.run_seconds_by_type.get(lease.granted, 0.0) + held
 
@@ -409,6 +455,11 @@ class RuntimeScheduler:
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()
+
+
+def _partner(assignment: Assignment, job_id: int) -> int | None:
+    """The job the assignment pairs `job_id` with, or None when it runs alone."""
+    return next((j for j in assignment.jobs if j != job_id), None)
 
 
 def _measured_at(record: JobRecord, batch_size: int) -> dict[str, float]:

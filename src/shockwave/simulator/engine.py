@@ -23,7 +23,9 @@ from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
 from shockwave.metrics import JobOutcome, summarize_run
+from shockwave.prices import DEFAULT_PRICES, Prices
 from shockwave.simulator.mechanics import Mechanics
+from shockwave.slo import has_slo, violates_slo
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.summary import makespan_lower_bound
 from shockwave.workload_model.throughput import ThroughputModel
@@ -73,8 +75,11 @@ class Simulator:
         *,
         replay: bool = False,
         window: range | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.on_round, self.replay = on_round, replay
+        self.prices = prices
+        """What the result's cost is counted in (None: Gavel's default prices, where they cover the cluster)."""
         self.window = window
         """Job ids whose completion ends the run and whose outcomes the metrics cover (all jobs when None)."""
         self.switched: set[int] = set()
@@ -256,6 +261,21 @@ class Simulator:
         self.loop.run(self)
         return SimulationResult(self._summary(time.perf_counter() - started), self.loop.rounds)
 
+    def _cost(self, done: list[JobState]) -> dict[str, Any]:
+        """GPU-hours the run kept each type busy (the whole run, every job, as utilisation counts them; a pair sharing
+        a gang counts once) and what they cost; SLO violations among the measured finished jobs that have SLOs."""
+        hours = {t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) / 3600.0 for t in self.cluster.types}
+        out: dict[str, Any] = {"gpu_hours_by_type": hours}
+        prices = self.prices or DEFAULT_PRICES
+        if self.prices is not None or all(t in prices.by_type for t in hours):
+            cost = prices.cost(hours)
+            out.update(cost_by_type=cost, total_cost=sum(cost.values()), prices=prices.describe())
+        with_slo = [j for j in done if has_slo(j)]
+        if with_slo:
+            out["slo_jobs"] = len(with_slo)
+            out["slo_violations"] = sum(violates_slo(j) for j in with_slo)
+        return out
+
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
         measured = range(len(self.specs)) if self.window is None else self.window
         unfinished = [i for i in measured if i not in self.finished]
@@ -278,6 +298,7 @@ class Simulator:
                 else 0.0
                 for t in self.cluster.types
             }
+        summary.update(self._cost(done))
         if self.window is not None:
             summary["window"] = [self.window.start, self.window.stop]
             summary["jobs_arrived"] = len(self.specs) - len(self.queue)

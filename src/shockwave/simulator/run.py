@@ -11,6 +11,7 @@ from shockwave.core.loop import timeline
 from shockwave.errors import InputError
 from shockwave.policies.registry import policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.prices import Prices, read_prices
 from shockwave.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
@@ -32,6 +33,7 @@ def simulate(
     window: tuple[int, int] | None = None,
     seed: int = 0,
     policy_params: Mapping[str, Any] | None = None,
+    prices: Path | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
@@ -39,7 +41,9 @@ def simulate(
     jobs replay those schedules instead of following the catalog's adaptation rules. With `window` (A, B) the run
     ends once jobs A..B-1 are done and the metrics cover those jobs only (the reference Gavel's measurement window);
     `seed` seeds the policies' random streams that take one; `policy_params` are parameters the user gives the
-    policy (each one it must declare; they win over what the simulator offers). The result is checked
+    policy (each one it must declare; they win over what the simulator offers). `prices` (a prices file, default
+    Gavel's GCP prices) is what the result's cost is counted in, and is offered to the cost-aware policies as their
+    `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
     (`shockwave.results.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     """
     info = policy_info(policy)
@@ -52,15 +56,26 @@ def simulate(
         if not 0 <= start < stop <= len(jobs):
             raise InputError(f"--window {start}:{stop} must be job ids within the trace's 0:{len(jobs)}", path=trace)
         measured = range(start, stop)
+    priced = _prices(prices, policy_params, cluster)
     chosen = info.offered(
         policy_params,
         min_realloc_interval_s=mechanics.min_realloc_interval_s,
         config=config,
         seed=seed,
         reference_quirks=mechanics.reference_policy_quirks,
+        prices=prices,
     )
     engine = Simulator(
-        jobs, profiles, tm, cluster, chosen, mechanics, on_round, replay=batch_sizes is not None, window=measured
+        jobs,
+        profiles,
+        tm,
+        cluster,
+        chosen,
+        mechanics,
+        on_round,
+        replay=batch_sizes is not None,
+        window=measured,
+        prices=priced,
     )
     result = engine.run()
     header = {
@@ -80,3 +95,17 @@ def simulate(
     if isinstance(tm, TableWithFallback) and tm.estimated:
         summary["estimated_throughputs"] = tm.estimated_records()
     return summary, result
+
+
+def _prices(path: Path | None, policy_params: Mapping[str, Any] | None, cluster: ClusterSpec) -> Prices | None:
+    """The prices the result is counted in: `--prices`, else the policy's `prices` parameter, else None (the
+    defaults); a file must price every type of the cluster, and the two may not disagree."""
+    given = (policy_params or {}).get("prices")
+    if path is not None and given is not None and Path(given).resolve() != Path(path).resolve():
+        raise InputError(f"--prices {path} and --policy-param prices={given} disagree: give one of them", path=path)
+    source = path if path is not None else given
+    if source is None:
+        return None
+    chosen = read_prices(source)
+    chosen.require(cluster.types)
+    return chosen

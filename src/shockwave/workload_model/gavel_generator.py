@@ -12,6 +12,7 @@ are the same on every install, so the same seed gives the same stream the refere
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from collections.abc import Iterator
@@ -59,10 +60,13 @@ class GavelWorkload:
     seed: int = 0
     multi_gpu: bool = False
     multi_priority: bool = False
+    slos: bool = False
+    """Draw each job's SLO factor as the reference's scheduler does when it has prices (spec §2.2 item 7)."""
 
     def file_name(self) -> str:
         kind = "static" if self.lam == 0 else f"lam{self.lam:g}"
         extras = ("_multigpu" if self.multi_gpu else "") + ("_multipriority" if self.multi_priority else "")
+        extras += "_slos" if self.slos else ""
         return f"gavel_{self.jobs}_{kind}_seed{self.seed}{extras}.trace"
 
     @property
@@ -139,4 +143,22 @@ def arrivals(workload: GavelWorkload) -> Iterator[float]:
 def generate_gavel(workload: GavelWorkload, throughputs: ThroughputModel) -> list[TraceJob]:
     rng = random.Random(workload.seed + 2)
     times = arrivals(workload)
-    return [_job(rng, workload, throughputs, next(times)) for _ in range(workload.jobs)]
+    jobs = [_job(rng, workload, throughputs, next(times)) for _ in range(workload.jobs)]
+    return with_slos(jobs, workload.seed) if workload.slos else jobs
+
+
+def slo_factor(rng: random.Random) -> float:
+    """The reference's SLO draw: 1.2, 2 or 10 times the job's duration, each about a third of the time."""
+    r = rng.uniform(0, 1)
+    if r < 0.33:
+        return 1.2
+    if r < 0.67:
+        return 2.0
+    return 10.0
+
+
+def with_slos(jobs: list[TraceJob], seed: int) -> list[TraceJob]:
+    """The jobs with SLO factors drawn, job by job in arrival order, from the reference's SLO stream (seed + 6),
+    which its scheduler draws from as each job arrives."""
+    rng = random.Random(seed + 6)
+    return [dataclasses.replace(job, slo=slo_factor(rng)) for job in jobs]

@@ -24,6 +24,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
+from shockwave.slo import deadline_s
 
 Entry = int | tuple[int, int]
 """A job, or a pair of jobs sharing the same GPUs (lower id first)."""
@@ -54,6 +55,8 @@ class AllocationInputs:
     """The pairs a space-sharing allocator may form, in ascending order, with their rates."""
     kinds: dict[int, tuple[str, int]] = field(default_factory=dict)
     """Each job's (model, batch size): jobs of one kind, gang and weight are interchangeable to an allocator."""
+    time_to_deadline_s: dict[int, float] = field(default_factory=dict)
+    """Jobs with an SLO: seconds from now to their deadline (`shockwave.slo`; negative once it has passed)."""
 
     @classmethod
     def from_view(cls, view: SchedulerView, pairs: dict[tuple[int, int], PairRates] | None = None) -> AllocationInputs:
@@ -70,6 +73,7 @@ class AllocationInputs:
             weights={j.id: j.spec.priority_weight or 1.0 for j in jobs},
             pairs=dict(sorted((pairs or {}).items())),
             kinds={j.id: (j.family.name, j.batch_size) for j in jobs},
+            time_to_deadline_s={j.id: deadline - view.now for j in jobs if (deadline := deadline_s(j)) is not None},
         )
 
     @property
@@ -158,6 +162,19 @@ def type_order(cluster: ClusterSpec) -> list[str]:
     return known + sorted(t for t in cluster.types if t not in TYPE_ORDER)
 
 
+@dataclass(frozen=True)
+class _Table:
+    """The entries of the priority table, in its order, with what the round's queues need of each."""
+
+    signature: tuple[Any, ...]
+    entries: list[Entry]
+    members: list[tuple[int, ...]]
+    gangs: list[int]
+    rates: dict[str, np.ndarray]
+    """GPU type -> each entry's rate there (a pair's slower job's; 0: it cannot run there)."""
+    pairs: dict[tuple[int, int], PairRates]
+
+
 class GavelPolicy(Policy):
     plans_gpu_types = True
 
@@ -179,6 +196,17 @@ class GavelPolicy(Policy):
         self.credited: set[Entry] = set()
         """Pairs whose round has been counted (once for both jobs)."""
         self.shuffler = random.Random(seed + 5)  # the reference's worker-type shuffler is seeded seed + 5
+        self._version = 0
+        """Bumped whenever entries come or go or the allocation changes: what the caches below are valid for."""
+        self._cached: _Table | None = None
+        self._cached_sizes: dict[tuple[int, int], tuple[int, int]] = {}
+        """The batch sizes the cached pairs' rates were read at."""
+        self._shares: dict[tuple[int, str], np.ndarray] = {}
+
+    def _changed(self) -> None:
+        """Entries came or went, or the allocation changed: the cached table and shares are stale."""
+        self._version += 1
+        self._shares = {}
 
     @staticmethod
     def _reseed(view: SchedulerView) -> float:
@@ -200,6 +228,7 @@ class GavelPolicy(Policy):
             for entry, time in added:
                 self.job_time[gpu_type][entry] = time
                 self.deficits[gpu_type][entry] = 0.0
+        self._changed()
         self.needs_realloc = True
 
     def _pairs_with(self, view: SchedulerView, job: JobState) -> list[tuple[int, int]]:
@@ -218,6 +247,7 @@ class GavelPolicy(Policy):
             for entry in [e for e in times if job.id in members(e)] if self.packs else [job.id]:
                 del times[entry], deficits[entry]
         self.ran_in.pop(job.id, None)
+        self._changed()
         self.needs_realloc = True
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
@@ -258,17 +288,34 @@ class GavelPolicy(Policy):
         self.credited = {parse_entry(e) for e in state["credited"]}
         self.shuffler.setstate((3, tuple(int(v) for v in state["shuffler"]), None))
         self.allocator.load_state_dict(state["allocator"])
+        self._changed()
 
-    def _pair_rates(self, view: SchedulerView) -> dict[tuple[int, int], PairRates]:
-        """Each pair entry's rates per type, as the throughput table gives them at the jobs' batch sizes now."""
-        if not self.packs or not self.job_time:
-            return {}
+    def _table(self, view: SchedulerView) -> _Table:
+        """The entries in table order with their gangs and rates per type, rebuilt when the entries or a job's
+        batch size or rates changed (pairs' rates come from the throughput table at the jobs' batch sizes)."""
         jobs, types = view.jobs, view.cluster.types
-        return {
-            entry: {t: view.colocated(jobs[entry[0]], jobs[entry[1]], t) or (0.0, 0.0) for t in types}
-            for entry in next(iter(self.job_time.values()))
-            if isinstance(entry, tuple)
-        }
+        signature = (self._version, tuple((j.batch_size, *j.rates.values()) for j in jobs.values()))
+        if self._cached is None or self._cached.signature != signature:
+            entries = list(next(iter(self.job_time.values()), {}))
+            known = self._cached.pairs if self._cached is not None else {}
+            pairs = {
+                e: known[e] if e in known and self._cached_sizes.get(e) == sizes else self._colocated(view, e)
+                for e in entries
+                if isinstance(e, tuple) and (sizes := (jobs[e[0]].batch_size, jobs[e[1]].batch_size))
+            }
+            self._cached_sizes = {e: (jobs[e[0]].batch_size, jobs[e[1]].batch_size) for e in pairs}
+            rates = {
+                t: np.array([min(pairs[e][t]) if isinstance(e, tuple) else jobs[e].rate(t) for e in entries])
+                for t in types
+            }
+            gangs = [jobs[members(e)[0]].scale_factor for e in entries]
+            self._cached = _Table(signature, entries, [members(e) for e in entries], gangs, rates, pairs)
+        return self._cached
+
+    @staticmethod
+    def _colocated(view: SchedulerView, pair: tuple[int, int]) -> PairRates:
+        a, b = view.jobs[pair[0]], view.jobs[pair[1]]
+        return {t: view.colocated(a, b, t) or (0.0, 0.0) for t in view.cluster.types}
 
     def _reallocate(self, view: SchedulerView, pairs: dict[tuple[int, int], PairRates]) -> None:
         """Settle what each entry was owed under the old allocation, then ask the allocator again."""
@@ -284,15 +331,11 @@ class GavelPolicy(Policy):
                 self.worker_time[gpu_type] += reseed
         self.last_realloc_s = view.now
         self.allocation = self.allocator.allocate(AllocationInputs.from_view(view, pairs)) if view.jobs else {}
+        self._changed()
         self.needs_realloc = False
 
-    def _rate(self, view: SchedulerView, entry: Entry, gpu_type: str, pairs: dict[tuple[int, int], PairRates]) -> float:
-        """The entry's rate on the type, the slower job's for a pair (0: it cannot run there)."""
-        if isinstance(entry, tuple):
-            return min(pairs[entry][gpu_type])
-        return view.jobs[entry].rate(gpu_type)
-
     def _priority(self, entry: Entry, gpu_type: str, rate: float) -> float:
+        """One entry's priority: x / (its share of the type's executed time), x * 1e9 before it has any."""
         share = self.allocation.get(entry, {}).get(gpu_type, 0.0)
         if not share or rate <= 0:
             return 0.0
@@ -300,30 +343,33 @@ class GavelPolicy(Policy):
         fraction = self.job_time[gpu_type][entry] / worker_time if worker_time else 0.0
         return share / fraction if fraction > 0 else share * 1e9
 
-    def _queue(
-        self, view: SchedulerView, gpu_type: str, pairs: dict[tuple[int, int], PairRates]
-    ) -> list[tuple[Entry, float, float]]:
-        """The type's entries as (entry, rate, priority) by (priority, deficit, x), highest first; ties keep the
-        table's order (a stable sort)."""
-        deficits = self.deficits[gpu_type]
-        keyed = []
-        for entry in self.job_time[gpu_type]:
-            rate = self._rate(view, entry, gpu_type, pairs)
-            share = self.allocation.get(entry, {}).get(gpu_type, 0.0)
-            keyed.append((entry, rate, self._priority(entry, gpu_type, rate), deficits[entry], share))
-        keyed.sort(key=lambda k: (k[2], k[3], k[4]), reverse=True)
-        return [(entry, rate, priority) for entry, rate, priority, _, _ in keyed]
+    def _queue(self, table: _Table, gpu_type: str) -> tuple[np.ndarray, np.ndarray]:
+        """The type's entry positions by (priority, deficit, x), highest first, ties in table order (a stable
+        sort); and every entry's priority (`_priority`, for all entries at once)."""
+        n = len(table.entries)
+        key = (self._version, gpu_type)
+        if key not in self._shares:
+            self._shares[key] = np.array([self.allocation.get(e, {}).get(gpu_type, 0.0) for e in table.entries])
+        shares = self._shares[key]
+        times = np.fromiter(self.job_time[gpu_type].values(), float, n)
+        deficits = np.fromiter(self.deficits[gpu_type].values(), float, n)
+        worker_time = self.worker_time[gpu_type]
+        fractions = times / worker_time if worker_time else np.zeros(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            priorities = np.where(fractions > 0, shares / fractions, shares * 1e9)
+        priorities[(shares == 0) | (table.rates[gpu_type] <= 0)] = 0.0
+        return np.lexsort((-shares, -deficits, -priorities)), priorities
 
     def plan(self, view: SchedulerView) -> RoundPlan:
         self._types(view)
         self.credited = set()
-        pairs = self._pair_rates(view)
+        table = self._table(view)
         # The first recompute happens at time 0 and leaves the clock at 0, so the reference recomputes again at
         # the next change: hence "or last == 0" (spec §4.2).
         if self.needs_realloc and (
             view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
         ):
-            self._reallocate(view, pairs)
+            self._reallocate(view, table.pairs)
         order = type_order(view.cluster)
         if not self.allocator.heterogeneity_aware:
             self.shuffler.shuffle(order)
@@ -331,19 +377,25 @@ class GavelPolicy(Policy):
         busy: set[int] = set()
         chosen: list[tuple[Entry, str, int]] = []
         for gpu_type in order:
-            for entry, rate, priority in self._queue(view, gpu_type, pairs):
+            positions, priorities = self._queue(table, gpu_type)
+            rates = table.rates[gpu_type]
+            for i in positions.tolist():
                 if free[gpu_type] == 0:
                     break
-                jobs = members(entry)
-                gang = view.jobs[jobs[0]].scale_factor
-                if not busy.isdisjoint(jobs) or rate <= 0 or gang > free[gpu_type] or not self.may_run(priority):
+                jobs, gang = table.members[i], table.gangs[i]
+                if rates[i] <= 0 or gang > free[gpu_type] or not busy.isdisjoint(jobs):
+                    continue
+                if not self.may_run(float(priorities[i])):
                     continue
                 free[gpu_type] -= gang
                 busy.update(jobs)
-                chosen.append((entry, gpu_type, gang))
+                chosen.append((table.entries[i], gpu_type, gang))
         # An entry outside the allocation still used up GPUs above but is not run: the reference leaves them idle.
         placed = [(e, t, g) for e, t, g in chosen if e in self.allocation]
-        self.ran_in = {j: (e, t) for e, t, _ in placed for j in members(e)}
+        # Jobs of the last round that do not run in this one keep their entry: a runtime reports a preempted job's
+        # last progress after this plan.
+        self.ran_in = {j: e for j, e in self.ran_in.items() if j in view.jobs}
+        self.ran_in.update({j: (e, t) for e, t, _ in placed for j in members(e)})
         return RoundPlan(tuple(Assignment(members(e), t, g) for e, t, g in placed))
 
     def may_run(self, priority: float) -> bool:
