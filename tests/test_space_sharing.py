@@ -16,9 +16,11 @@ from shockwave.core.policy import SchedulerView
 from shockwave.core.state import JobState
 from shockwave.errors import InputError
 from shockwave.policies.gavel.fifo import FifoPacked
+from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairnessPacked
 from shockwave.policies.gavel.gandiva import Gandiva
 from shockwave.policies.gavel.max_min_fairness import MaxMinFairnessPacked
 from shockwave.policies.gavel.mechanism import AllocationInputs, GavelPolicy
+from shockwave.policies.gavel.min_total_duration import MinTotalDurationPacked
 from shockwave.policies.gavel.packed import Combinations
 from shockwave.workload_model.profile import build_profile
 from shockwave.workload_model.throughput import TableThroughputs, load_throughputs
@@ -164,6 +166,25 @@ def test_the_packed_rows_sum_each_jobs_own_rows_when_jobs_have_different_numbers
     # job 2 has no pair: max-min still gives it its full GPU-equivalent share
     x = MaxMinFairnessPacked().allocate(inputs([0, 1, 2], 2, {(0, 1): (8.0, 4.0)}))
     assert sum(x[e]["v100"] for e in (0, 1, 2, (0, 1))) == pytest.approx(2.0, abs=1e-4)
+
+
+def test_min_total_duration_packed_shares_where_it_shortens_the_horizon() -> None:
+    # 1 GPU, 1000 steps left each, rates 10 and 5 alone, (8, 4) shared. Alone: x0 = 100/T, x1 = 200/T, so T = 300.
+    # With the pair (dual: max u + v, 10u <= 1, 5v <= 1, 8u + 4v <= 1 -> 0.225): the pair for job 0's whole need
+    # (8 xp = 1000/T) and job 1 alone for the rest, xp + x1 = 0.225 x 1000 / T <= 1: T = 225 (bisection: within 5%;
+    # at a horizon above the optimum the program has slack, so the allocation is only pinned down by its horizon).
+    x = MinTotalDurationPacked().allocate(inputs([0, 1], 1, {(0, 1): (8.0, 4.0)}))
+    rate0 = 10 * x[0]["v100"] + 8 * x[(0, 1)]["v100"]
+    rate1 = 5 * x[1]["v100"] + 4 * x[(0, 1)]["v100"]
+    assert 225 <= max(1000 / rate0, 1000 / rate1) <= 225 * 1.05 + 1e-6
+    assert x[(0, 1)]["v100"] > 0.3  # alone, the best horizon is 300 s
+
+
+def test_finish_time_fairness_packed_shares_when_both_finish_sooner_together() -> None:
+    # Two jobs at 10 steps/s alone, 8 each when shared, on 1 GPU: alone each gets half (rho 1), shared all the time
+    # each runs at 8 against its isolated 5 (rho 0.625): the optimum shares throughout.
+    x = FinishTimeFairnessPacked().allocate(inputs([0, 2], 1, {(0, 2): (8.0, 8.0)}))
+    assert x[(0, 2)]["v100"] == pytest.approx(1.0, abs=1e-4)
 
 
 def test_gandiva_shares_isolated_without_packing_while_the_jobs_fit() -> None:
