@@ -58,7 +58,7 @@ from shockwave.policies.gavel.lp import isolated_allocation, proportional_throug
 from shockwave.policies.gavel.mechanism import AllocationInputs
 from shockwave.policies.registry import POLICIES
 from shockwave.workload_model.gavel_generator import REFERENCE_TYPE, TEMPLATES, duration_s, scale_factor
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs
+from shockwave.workload_model.throughput import ThroughputModel, load_throughputs, rate_or_zero
 
 ROOT = Path(__file__).resolve().parents[1]
 THROUGHPUTS = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
@@ -105,13 +105,6 @@ class Mix:
         return dict(zip(self.inputs.gpu_types, self.inputs.gpus_by_type, strict=True))
 
 
-def _rate(tm: ThroughputModel, model: str, batch_size: int, gang: int, gpu_type: str) -> float:
-    try:
-        return tm.throughput(model, batch_size, gang, gpu_type)
-    except UnknownThroughput:
-        return 0.0
-
-
 def draw_mix(jobs: int, multi_gpu: bool, seed: int, tm: ThroughputModel, gpus: tuple[int, int, int] | None) -> Mix:
     """`jobs` active jobs drawn as Gavel's generator draws them (templates without a V100 rate are drawn again)."""
     rng = random.Random(seed)
@@ -126,11 +119,12 @@ def draw_mix(jobs: int, multi_gpu: bool, seed: int, tm: ThroughputModel, gpus: t
         for _ in range(10_000):
             template = rng.choice(TEMPLATES)
             model = template.family
-            if (gang == 1 or template.distributed) and _rate(tm, model, template.batch_size, gang, REFERENCE_TYPE) > 0:
+            fits = gang == 1 or template.distributed
+            if fits and rate_or_zero(tm, model, template.batch_size, gang, REFERENCE_TYPE) > 0:
                 break
         else:
             sys.exit(f"{getattr(tm, 'name', tm)} has no {REFERENCE_TYPE} rate for any {gang}-GPU Gavel template")
-        throughputs[j] = {t: _rate(tm, model, template.batch_size, gang, t) for t in GPU_TYPES}
+        throughputs[j] = {t: rate_or_zero(tm, model, template.batch_size, gang, t) for t in GPU_TYPES}
         scale_factors[j] = gang
         remaining[j] = max(1, int(duration * throughputs[j][REFERENCE_TYPE] * rng.uniform(0.05, 1.0)))
         since[j] = rng.uniform(0.0, 4 * 3600.0)

@@ -27,21 +27,15 @@ from rich.table import Table
 
 from shockwave.api import simulate
 from shockwave.errors import InputError
-from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
+from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.throughput import TableThroughputs
-from shockwave.workload_model.trace import write_trace
 
 GAVEL = Path(__file__).resolve().parents[2] / "shared" / "reference" / "gavel"
 RESULTS = re.compile(r"Results: average JCT=([0-9.]+), utilization=([0-9.]+)")
 
 
 def ours(row: dict[str, Any], folder: Path, table: Path) -> tuple[dict[str, float], float]:
-    static = row["experiment"] == "static_multi_gpu"
-    lam = 0.0 if static else row["lam_mean_interarrival_s"]
-    workload = GavelWorkload(row.get("jobs", 2500), lam, seed=int(row["seed"]), multi_gpu=row["multi_gpu_jobs"])
-    trace = folder / workload.file_name()
-    if not trace.exists():
-        write_trace(generate_gavel(workload, TableThroughputs.from_json(table)), trace)
+    trace = GavelWorkload.of_reference_run(row).write(TableThroughputs.from_json(table), folder)
     started = time.perf_counter()
     result = simulate(
         trace, row["policy"], "v100:36,p100:36,k80:36", throughputs=table, mechanics="gavel", round_seconds=360,

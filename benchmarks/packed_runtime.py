@@ -31,7 +31,7 @@ from shockwave.policies.gavel.lp import proportional_throughputs
 from shockwave.policies.gavel.max_min_fairness import MaxMinFairnessPacked
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, PairRates
 from shockwave.workload_model.gavel_generator import REFERENCE_TYPE, TEMPLATES
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, colocated_rates, load_throughputs
+from shockwave.workload_model.throughput import colocated_rates, load_throughputs, rate_or_zero
 
 ROOT = Path(__file__).resolve().parents[1]
 THROUGHPUTS = ROOT.parent / "shared" / "reference" / "gavel" / "simulation_throughputs.json"
@@ -39,19 +39,12 @@ GPU_TYPES = ("k80", "p100", "v100")
 SIZES = (32, 128, 512, 2048)
 
 
-def _rate(tm: ThroughputModel, kind: tuple[str, int], gpu_type: str) -> float:
-    try:
-        return tm.throughput(kind[0], kind[1], 1, gpu_type)
-    except UnknownThroughput:
-        return 0.0
-
-
 def draw(jobs: int, seed: int) -> AllocationInputs:
     tm = load_throughputs(THROUGHPUTS)
     rng = random.Random(seed)
     kinds: dict[int, tuple[str, int]] = {}
     for j in range(jobs):
-        template = rng.choice([t for t in TEMPLATES if _rate(tm, (t.family, t.batch_size), REFERENCE_TYPE) > 0])
+        template = rng.choice([t for t in TEMPLATES if rate_or_zero(tm, t.family, t.batch_size, 1, REFERENCE_TYPE) > 0])
         kinds[j] = (template.family, template.batch_size)
     by_kind: dict[tuple[tuple[str, int], tuple[str, int]], PairRates | None] = {}
     pairs: dict[tuple[int, int], PairRates] = {}
@@ -69,7 +62,7 @@ def draw(jobs: int, seed: int) -> AllocationInputs:
         job_ids=ids,
         gpu_types=GPU_TYPES,
         gpus_by_type=(jobs // 4,) * 3,
-        throughputs={j: {t: _rate(tm, kinds[j], t) for t in GPU_TYPES} for j in ids},
+        throughputs={j: {t: rate_or_zero(tm, *kinds[j], 1, t) for t in GPU_TYPES} for j in ids},
         scale_factors=dict.fromkeys(ids, 1),
         remaining_steps=dict.fromkeys(ids, 1000),
         times_since_start=dict.fromkeys(ids, 0.0),

@@ -58,12 +58,16 @@ K80_SPEED = {"ResNet-18": 0.3, "ResNet-50": 0.3, "Transformer": 0.4, "LM": 0.6, 
 """A job's K80 rate as a fraction of its V100 rate: types differ, and by how much differs by model."""
 
 
+def builtin_rates(jobs: list[Row]) -> dict[tuple[str, int, int], float]:
+    """(model, batch size, gang) -> the built-in model's (V100) rate, for each job of `jobs`."""
+    builtin = load_throughputs(None)
+    return {(model, bs, gang): builtin.throughput(model, bs, gang) for model, bs, gang, _, _ in jobs}
+
+
 def write_typed_throughputs(path: Path, jobs: list[Row]) -> Path:
     """A V100 and K80 throughput table for `jobs`: the built-in model's V100 rates, K80 ones `K80_SPEED` of them."""
-    builtin = load_throughputs(None)
     table = {}
-    for model, bs, gang, _, _ in jobs:
-        rate = builtin.throughput(model, bs, gang)
+    for (model, bs, gang), rate in builtin_rates(jobs).items():
         table[("v100", model, bs, gang)] = rate
         table[("k80", model, bs, gang)] = rate * K80_SPEED[model]
     path.write_text(json.dumps(TableThroughputs(table, "typed").to_json()))
@@ -85,8 +89,7 @@ PAIR_SPEED = 0.6
 def write_pair_throughputs(path: Path, jobs: list[Row]) -> Path:
     """A one-type (v100) table for `jobs`: the built-in model's rates alone, and every two jobs of the same gang
     (either one first, the same job twice included) sharing GPUs at `PAIR_SPEED` of their rates alone."""
-    builtin = load_throughputs(None)
-    alone = {(model, bs, gang): builtin.throughput(model, bs, gang) for model, bs, gang, _, _ in jobs}
+    alone = builtin_rates(jobs)
     table = TableThroughputs({("v100", *key): rate for key, rate in alone.items()}, "pairs").to_json()
     for (model, bs, gang), rate in alone.items():
         entry = table["v100"][str((f"{model} (batch size {bs})", gang))]

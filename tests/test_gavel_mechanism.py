@@ -37,7 +37,7 @@ def make_job(job_id: int, gang: int = 1, rate: float = 10.0, arrival: float = 0.
 
 
 def priority(policy: GavelPolicy, h: Harness, job_id: int) -> float:
-    return policy._priority(job_id, "v100", h.view.jobs[job_id].rate("v100"))
+    return policy.priorities(h.view, "v100")[job_id]
 
 
 class FixedAllocator:

@@ -21,9 +21,8 @@ import pytest
 from conftest import require_reference
 from shockwave.api import simulate
 from shockwave.simulator.mechanics import preset
-from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
+from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.throughput import TableThroughputs
-from shockwave.workload_model.trace import write_trace
 
 pytestmark = pytest.mark.slow
 
@@ -41,25 +40,15 @@ def row_id(row: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def traces(tmp_path_factory: pytest.TempPathFactory) -> Callable[[dict[str, Any]], Path]:
-    """The workload of a row, generated once per module (rows share them)."""
-    folder = tmp_path_factory.mktemp("gavel")
-
-    def workload(row: dict[str, Any]) -> Path:
-        static = row["experiment"] == "static_multi_gpu"
-        lam = 0.0 if static else row["lam_mean_interarrival_s"]
-        workload = GavelWorkload(row.get("jobs", 2500), lam, seed=int(row["seed"]), multi_gpu=row["multi_gpu_jobs"])
-        path = folder / workload.file_name()
-        if not path.exists():
-            write_trace(generate_gavel(workload, TableThroughputs.from_json(TABLE)), path)
-        return path
-
-    return workload
+def traces(tmp_path_factory: pytest.TempPathFactory) -> Callable[[GavelWorkload], Path]:
+    """A workload's trace, generated once per module (rows share them)."""
+    folder, table = tmp_path_factory.mktemp("gavel"), TableThroughputs.from_json(TABLE)
+    return lambda workload: workload.write(table, folder)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=row_id)
-def test_reference_row(row: dict[str, Any], traces: Callable[[dict[str, Any]], Path]) -> None:
-    trace = traces(row)
+def test_reference_row(row: dict[str, Any], traces: Callable[[GavelWorkload], Path]) -> None:
+    trace = traces(GavelWorkload.of_reference_run(row))
     window = tuple(row["window_job_ids"]) if "window_job_ids" in row else None
     fast = row["policy"] in SLOW_AS_THE_REFERENCE
     mechanics = replace(preset("gavel"), reference_policy_quirks=False) if fast else preset("gavel")
@@ -89,11 +78,10 @@ patched to read a 1-element array with `.item()`, which numpy 2 requires): (lam,
 
 
 @pytest.mark.parametrize("exact", [True, False], ids=["reference-program", "class-program"])
-def test_packed_max_min_against_the_reference_we_ran(exact: bool, tmp_path: Path) -> None:
+def test_packed_max_min_against_the_reference_we_ran(exact: bool, traces: Callable[[GavelWorkload], Path]) -> None:
     """The reference's per-pair program gives its numbers exactly; our class program (the default) within 1%."""
     lam, avg_jct, utilization = RAN_OURSELVES["max_min_fairness_packed"]
-    trace = tmp_path / "packed.trace"
-    write_trace(generate_gavel(GavelWorkload(2500, lam, seed=0), TableThroughputs.from_json(TABLE)), trace)
+    trace = traces(GavelWorkload(2500, lam, seed=0))
     mechanics = preset("gavel") if exact else replace(preset("gavel"), reference_policy_quirks=False)
     result = simulate(
         trace, "max_min_fairness_packed", "v100:36,p100:36,k80:36", throughputs=TABLE, mechanics=mechanics,
@@ -115,12 +103,9 @@ not a multiple of the job count once gangs differ: GAVEL_SPEC §7 item 8), hence
 
 
 @pytest.mark.parametrize("policy", sorted(STATIC_RAN_OURSELVES))
-def test_static_packed_rows_we_ran_on_the_reference(policy: str, tmp_path: Path) -> None:
+def test_static_packed_rows_we_ran_on_the_reference(policy: str, traces: Callable[[GavelWorkload], Path]) -> None:
     multi_gpu, avg_jct, utilization, makespan = STATIC_RAN_OURSELVES[policy]
-    trace = tmp_path / "static.trace"
-    write_trace(
-        generate_gavel(GavelWorkload(100, 0.0, seed=0, multi_gpu=multi_gpu), TableThroughputs.from_json(TABLE)), trace
-    )
+    trace = traces(GavelWorkload(100, 0.0, seed=0, multi_gpu=multi_gpu))
     result = simulate(
         trace, policy, "v100:36,p100:36,k80:36", throughputs=TABLE, mechanics=preset("gavel"), round_seconds=360,
     )  # fmt: skip

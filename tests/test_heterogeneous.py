@@ -11,9 +11,8 @@ import pytest
 from conftest import require_reference, shockwave
 from shockwave.api import simulate
 from shockwave.policies.registry import POLICIES
-from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
+from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.throughput import TableThroughputs
-from shockwave.workload_model.trace import write_trace
 
 TABLE = require_reference("gavel", "simulation_throughputs.json")
 CLUSTER = "v100:8,p100:8,k80:8"
@@ -22,10 +21,8 @@ CLUSTER = "v100:8,p100:8,k80:8"
 @pytest.fixture(scope="module")
 def workload(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """40 Gavel jobs (gangs of 1-8) arriving every 10 minutes on average: a loaded 24-GPU cluster."""
-    path = tmp_path_factory.mktemp("hetero") / "gavel.trace"
-    jobs = generate_gavel(GavelWorkload(40, 600.0, seed=3, multi_gpu=True), TableThroughputs.from_json(TABLE))
-    write_trace(jobs, path)
-    return path
+    workload = GavelWorkload(40, 600.0, seed=3, multi_gpu=True)
+    return workload.write(TableThroughputs.from_json(TABLE), tmp_path_factory.mktemp("hetero"))
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))

@@ -330,7 +330,6 @@ def test_a_run_on_two_gpu_types_puts_every_lease_on_the_type_its_plan_names(
         assert set(record.rates) == set(record.gpu_types)  # measured on each type it ran on, and only there
         for gpu_type, by_size in record.rates.items():
             assert by_size[str(TYPED_JOBS[job_id][1])] == pytest.approx(TYPED_RATES[gpu_type], rel=0.3)
-        assert sum(record.run_seconds_by_type.values()) == pytest.approx(record.run_seconds)
     assert set(result["utilization_by_type"]) == {"v100", "k80"}
     assert all(0 < u <= 1 for u in result["utilization_by_type"].values())
     table = json.loads((tmp_path / "measured_throughputs.json").read_text())

@@ -14,7 +14,9 @@ from shockwave.simulator.run import simulate
 
 STRATEGY_PROOF = {"max_min_fairness_strategy_proof", "max_min_fairness_strategy_proof_perf"}
 """One program per job and allocation (each job's counterfactual): 3 minutes each on this trace, not a scale policy."""
-SPACE_SHARING = {name for name, info in POLICIES.items() if getattr(info.make({}), "packs", False)}
+SPACE_SHARING = {
+    name for name, info in POLICIES.items() if getattr(getattr(info.make({}), "allocator", None), "packs", False)
+}
 """The table lists pairs for every two jobs here, and pair entries grow with the square of the active jobs: space
 sharing at this scale is the scale issue's (21) work, not this test's."""
 

@@ -1,8 +1,9 @@
-"""Reading a user's JSON file (UTF-8, a byte-order mark allowed), with errors that name the file."""
+"""Reading a user's JSON (or TOML) file (UTF-8, a byte-order mark allowed), with errors that name the file."""
 
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +33,18 @@ def read_json_object(path: str | Path, what: str, expected: str) -> dict[str, An
     if not isinstance(raw, dict):
         raise InputError(f"expected {expected}", path=path)
     return raw
+
+
+def read_json_or_toml(path: str | Path, what: str) -> Any:
+    """The value in `path` (a `what` file): TOML when its name ends in .toml, JSON otherwise; an InputError naming
+    the file when it cannot be read."""
+    return read_toml(path, what) if Path(path).suffix.lower() == ".toml" else read_json(path, what)
+
+
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """The TOML table in `path` (a `what` file), or an InputError naming the file."""
+    text = read_text(path, f"{what} file")
+    try:
+        return tomllib.loads(text)
+    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or a value Python cannot hold
+        raise InputError(f"not valid TOML: {exc}", path=path) from None

@@ -21,17 +21,14 @@ series, which the reference can also read, are not modelled: prices are constant
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json
-from shockwave.textfile import read_text
+from shockwave.jsonfile import read_json_or_toml
 
-WHAT = "prices file"
 TOP_KEYS = ("name", "prices")
 
 
@@ -73,16 +70,7 @@ DEFAULT_PRICES = Prices({"v100": 0.74, "p100": 0.43, "k80": 0.135}, "gcp (Gavel'
 
 def read_prices(path: str | Path) -> Prices:
     """The prices file at `path` (JSON, or TOML when it ends in .toml); InputError naming file and field if bad."""
-    path = Path(path)
-    if path.suffix.lower() == ".toml":
-        text = read_text(path, WHAT)
-        try:
-            raw: Any = tomllib.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"not valid TOML: {exc}", path=path) from None
-    else:
-        raw = read_json(path, "prices")
-    return prices_from_mapping(raw, path)
+    return prices_from_mapping(read_json_or_toml(path, "prices"), Path(path))
 
 
 def prices_from_mapping(raw: Any, path: Path | None = None) -> Prices:

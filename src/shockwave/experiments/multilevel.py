@@ -18,7 +18,6 @@ weights: the allocation's planned shares, and the shares measured from the steps
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,9 @@ from shockwave.cluster import ClusterSpec
 from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
+from shockwave.policies.gavel.hierarchical import entity_totals
 from shockwave.policies.gavel.mechanism import GavelPolicy
-from shockwave.policies.registry import make_policy
+from shockwave.policies.registry import make_policy, policy_params
 from shockwave.simulator.engine import Simulator
 from shockwave.simulator.mechanics import preset
 from shockwave.workload_model.catalog import FAMILIES
@@ -190,20 +190,19 @@ def simulate_multilevel(
 ) -> MultilevelRun:
     """Simulate `policy` with the entities file (a policy that takes none ignores it, for contrast), recomputing the
     allocation at every arrival and completion, with no restart cost (Gavel's simulator has none)."""
-    from shockwave.policies.registry import policy_params
-
     spec = ClusterSpec.parse(cluster)
     tm, jobs, profiles = load_workload(trace, throughputs)
+    teams = read_entities(entities)
     params: dict[str, Any] = {"min_realloc_interval_s": realloc_s}
     if "entities" in policy_params(policy):
-        params["entities"] = str(entities)
+        params["entities"] = teams
     inner = make_policy(policy, **params)
     if not isinstance(inner, GavelPolicy):
         raise TypeError(f"{policy} is not a Gavel-style policy")
     recorder = Recorder(inner)
     mechanics = preset("corrected").with_round_seconds(round_seconds).with_overrides(restart_cost_s=0.0)
     result = Simulator(jobs, profiles, tm, spec, recorder, mechanics).run()
-    return MultilevelRun(cluster, policy, read_entities(entities), recorder.phases, result.summary)
+    return MultilevelRun(cluster, policy, teams, recorder.phases, result.summary)
 
 
 @dataclass(frozen=True)
@@ -263,8 +262,9 @@ def share_errors(run: MultilevelRun, *, merge: bool = False) -> list[ShareRow]:
         duration = phase.end_s - phase.start_s
         if not phase.allocation or not duration > 0:
             continue
-        measured, allocated = _by_entity(phase.measured(), run.entities), _by_entity(phase.allocated(), run.entities)
-        caps = _by_entity(phase.gangs, run.entities)
+        measured = entity_totals(phase.measured(), run.entities)
+        allocated = entity_totals(phase.allocated(), run.entities)
+        caps = entity_totals(phase.gangs, run.entities)
         weights = {e: run.entities.entities[e].weight for e in caps}
         demand = sorted(_with_demand(weights, caps, phase.gpus))
         if not demand:
@@ -289,14 +289,6 @@ def share_errors(run: MultilevelRun, *, merge: bool = False) -> list[ShareRow]:
                 )
             )
     return [row for stretch in stretches for row in stretch.rows()]
-
-
-def _by_entity(values: Mapping[int, float], entities: Entities) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for job_id, value in values.items():
-        name = entities.entity_of(job_id).name
-        out[name] = out.get(name, 0.0) + value
-    return out
 
 
 def _with_demand(weights: dict[str, float], caps: dict[str, float], total: float) -> set[str]:

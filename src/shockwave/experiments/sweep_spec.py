@@ -27,7 +27,6 @@ through the checks below first, whose messages name the sweep file's keys.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import field, fields
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from pydantic.dataclasses import dataclass
 
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
-from shockwave.textfile import read_text
+from shockwave.jsonfile import read_toml
 from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.generator import GeneratorParams
 
@@ -115,11 +114,7 @@ class SweepSpec:
 
 def load_toml(path: Path) -> dict[str, Any]:
     """The sweep file's table: UTF-8 with or without a byte-order mark, as editors save it."""
-    text = read_text(path, "sweep file")
-    try:
-        return tomllib.loads(text)
-    except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or a value Python cannot hold
-        raise InputError(f"not valid TOML: {exc}", path=path) from None
+    return read_toml(path, "sweep")
 
 
 def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec:

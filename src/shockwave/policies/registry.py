@@ -51,6 +51,7 @@ from shockwave.policies.gavel.water_filling import MaxMinFairnessWaterFilling, M
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.policies.themis.policy import DEFAULT_FAIRNESS_KNOB, DEFAULT_LEASE_S, ThemisPolicy
+from shockwave.workload_model.entities import Entities
 
 
 @dataclass(frozen=True)
@@ -184,18 +185,6 @@ def _gavel(name: str, allocator: Callable[[], Any], help: str) -> PolicyInfo:
     return PolicyInfo(name, build, (INTERVAL, SEED), help)
 
 
-def _gavel_with_quirks(name: str, allocator: Callable[..., Any], help: str) -> PolicyInfo:
-    """A Gavel-style policy whose allocator can behave as the reference's code does (`reference_quirks`)."""
-
-    def build(
-        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, reference_quirks: bool = False
-    ) -> Policy:
-        chosen = allocator(reference_quirks=reference_quirks)
-        return GavelPolicy(chosen, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
-
-    return PolicyInfo(name, build, (INTERVAL, SEED, QUIRKS), help)
-
-
 def _gavel_seeded(name: str, allocator: Callable[[int], Any], help: str) -> PolicyInfo:
     """A Gavel-style policy whose allocator draws from its own random stream, seeded with the seed."""
 
@@ -216,25 +205,11 @@ FAIRNESS_KNOB = Param(
 
 ENTITIES = Param(
     "entities",
-    (str, Path, type(None)),
+    (Entities, str, Path, type(None)),
     None,
     "multi-level fairness: a JSON or TOML file of entity weights (and per-entity policy, fairness or fifo) and each "
     "job's entity; default: every job on its own, weighted by its priority",
 )
-
-
-def _gavel_with_entities(name: str, allocator: Callable[..., Any], help: str) -> PolicyInfo:
-    """A Gavel-style policy whose allocator can share the cluster among weighted entities (`entities`)."""
-
-    def build(
-        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, entities: str | Path | None = None
-    ) -> Policy:
-        chosen = allocator(entities=entities)
-        return GavelPolicy(chosen, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
-
-    return PolicyInfo(name, build, (INTERVAL, SEED, ENTITIES), help)
-
-
 PRICES = Param(
     "prices",
     (str, Path, type(None)),
@@ -244,15 +219,15 @@ PRICES = Param(
 )
 
 
-def _gavel_with_prices(name: str, allocator: Callable[..., Any], help: str) -> PolicyInfo:
-    """A Gavel-style policy whose allocator weighs throughput by the GPU types' prices (`prices`)."""
+def _gavel_with(name: str, allocator: Callable[..., Any], help: str, option: Param) -> PolicyInfo:
+    """A Gavel-style policy whose allocator takes one parameter of its own, `option` (entities to share the cluster
+    among, prices to weigh throughput by, or whether to behave as the reference's code), passed on by name."""
 
-    def build(
-        min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, prices: str | Path | None = None
-    ) -> Policy:
-        return GavelPolicy(allocator(prices=prices), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+    def build(min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, **given: Any) -> Policy:
+        chosen = allocator(**{option.name: given.get(option.name, option.default)})
+        return GavelPolicy(chosen, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
 
-    return PolicyInfo(name, build, (INTERVAL, SEED, PRICES), help)
+    return PolicyInfo(name, build, (INTERVAL, SEED, option), help)
 
 
 def _fifo(perf: bool, packed: bool = False) -> Callable[..., Policy]:
@@ -278,18 +253,23 @@ POLICIES: dict[str, PolicyInfo] = {
         ),
         _gavel("max_min_fairness", MaxMinFairness, "Gavel's max-min fairness of GPU time (types alike)"),
         _gavel("max_min_fairness_perf", MaxMinFairnessPerf, "Gavel's max-min fairness of normalised throughput"),
-        _gavel_with_quirks(
-            "max_min_fairness_packed", MaxMinFairnessPacked, "max-min fairness of throughput, pairs sharing GPUs"
+        _gavel_with(
+            "max_min_fairness_packed",
+            MaxMinFairnessPacked,
+            "max-min fairness of throughput, pairs sharing GPUs",
+            QUIRKS,
         ),
-        _gavel_with_entities(
+        _gavel_with(
             "max_min_fairness_water_filling",
             MaxMinFairnessWaterFilling,
             "max-min fairness of GPU time, water-filled: what the worst-off cannot use goes to the others",
+            ENTITIES,
         ),
-        _gavel_with_entities(
+        _gavel_with(
             "max_min_fairness_water_filling_perf",
             MaxMinFairnessWaterFillingPerf,
             "water-filled max-min of normalised throughput; with entities=FILE, multi-level (hierarchical) fairness",
+            ENTITIES,
         ),
         _gavel(
             "max_min_fairness_strategy_proof",
@@ -301,33 +281,42 @@ POLICIES: dict[str, PolicyInfo] = {
             MaxMinFairnessStrategyProofPerf,
             "strategy-proof fair shares of normalised throughput (m + 1 convex solves per allocation)",
         ),
-        _gavel_with_quirks(
-            "finish_time_fairness", FinishTimeFairness, "Themis as Gavel's LP: minimise the worst finish-time fairness"
+        _gavel_with(
+            "finish_time_fairness",
+            FinishTimeFairness,
+            "Themis as Gavel's LP: minimise the worst finish-time fairness",
+            QUIRKS,
         ),
-        _gavel_with_quirks(
-            "finish_time_fairness_perf", FinishTimeFairnessPerf, "finish-time fairness with per-type throughputs"
+        _gavel_with(
+            "finish_time_fairness_perf",
+            FinishTimeFairnessPerf,
+            "finish-time fairness with per-type throughputs",
+            QUIRKS,
         ),
-        _gavel_with_quirks(
-            "finish_time_fairness_packed", FinishTimeFairnessPacked, "finish-time fairness, pairs sharing GPUs"
+        _gavel_with(
+            "finish_time_fairness_packed", FinishTimeFairnessPacked, "finish-time fairness, pairs sharing GPUs", QUIRKS
         ),
         _gavel("min_total_duration", MinTotalDuration, "OSSP: minimise the time until every job is done"),
         _gavel("min_total_duration_perf", MinTotalDurationPerf, "OSSP with per-type throughputs"),
         _gavel("min_total_duration_packed", MinTotalDurationPacked, "OSSP with pairs of jobs sharing GPUs"),
         _gavel("max_sum_throughput_perf", MaxSumThroughput, "maximise the sum of throughputs over all types"),
-        _gavel_with_prices(
+        _gavel_with(
             "max_sum_throughput_normalized_by_cost_perf",
             MaxSumThroughputNormalizedByCost,
             "maximise the sum of throughputs per dollar (prices=FILE, or simulate --prices)",
+            PRICES,
         ),
-        _gavel_with_prices(
+        _gavel_with(
             "max_sum_throughput_normalized_by_cost_perf_SLOs",
             MaxSumThroughputNormalizedByCostSLOs,
             "throughput per dollar, keeping jobs with SLOs on course for their deadlines while feasible",
+            PRICES,
         ),
-        _gavel_with_prices(
+        _gavel_with(
             "max_sum_throughput_normalized_by_cost_packed_SLOs",
             MaxSumThroughputNormalizedByCostPackedSLOs,
             "throughput per dollar with SLOs, pairs of jobs sharing GPUs",
+            PRICES,
         ),
         _gavel("allox", AlloX, "AlloX: min-cost assignment of jobs to GPUs"),
         _gavel("gandiva_fair", GandivaFair, "Gandiva-Fair: lottery scheduling with GPU trading"),
@@ -470,8 +459,8 @@ def _read_value(text: str, param: Param, where: str) -> Any:
                 return kind(text)
             except ValueError:
                 continue
-        if kind in (str, Path) or kind is object:
-            return text if kind is not Path else Path(text)
+        if kind in (str, Path, object):
+            return text if kind is object else kind(text)
     wanted = " or ".join("none" if k is type(None) else k.__name__ for k in kinds)
     raise InputError(f"{where}: expected {wanted}, got {text!r}")
 

@@ -13,6 +13,11 @@ SHARE = 0.5
 """What each job of a pair holds of every GPU it shares."""
 
 
+def share_of(partner: int | None) -> float:
+    """The fraction of each GPU of its gang a job holds: `SHARE` with a partner, all of it alone."""
+    return SHARE if partner is not None else 1.0
+
+
 @dataclass(frozen=True)
 class Launch:
     job_id: int
@@ -38,7 +43,17 @@ class Launch:
     @property
     def share(self) -> float:
         """The fraction of each GPU of its gang the job holds."""
-        return SHARE if self.partner is not None else 1.0
+        return share_of(self.partner)
+
+    def joins(self, partner: Launch | None) -> bool:
+        """Whether this launch joins the GPUs of `partner` (the running launch of the job it pairs with, if any):
+        the partner runs there as its pair, naming this job back, on GPUs of the same type and gang."""
+        return (
+            partner is not None
+            and partner.job_id == self.partner
+            and partner.partner == self.job_id
+            and (partner.gpu_type, partner.gang) == (self.gpu_type, self.gang)
+        )
 
 
 @dataclass(frozen=True)

@@ -80,12 +80,7 @@ class FakeBackend:
     def _joins(self, launch: Launch) -> bool:
         """The launch's partner runs as its pair on GPUs of its type: it takes no GPUs of its own."""
         partner = self.gangs.get(launch.partner) if launch.partner is not None else None
-        return (
-            partner is not None
-            and partner.launch.partner == launch.job_id
-            and partner.launch.gpu_type == launch.gpu_type
-            and partner.launch.gang == launch.gang
-        )
+        return launch.joins(partner.launch if partner is not None else None)
 
     def _room(self, gpu_type: str) -> int:
         return self.gpus if self.pools is None else self.pools[gpu_type]
@@ -132,9 +127,9 @@ class FakeBackend:
 
     def release(self, job_id: int) -> None:
         gang = self.gangs.pop(job_id)
-        for other in self.gangs.values():  # a partner that joined its GPUs holds them now
-            if other.joined and gang.launch.partner == other.launch.job_id and not gang.joined:
-                other.joined = False
+        partner = self.gangs.get(gang.launch.partner) if gang.launch.partner is not None else None
+        if partner is not None and partner.joined and not gang.joined:  # it joined these GPUs: it holds them now
+            partner.joined = False
 
     def close(self) -> None:
         self.gangs.clear()

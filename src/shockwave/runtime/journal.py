@@ -40,11 +40,10 @@ class JobRecord:
     preemptions: int = 0
     measured_throughput: float | None = None
     """Steps per second while training (start-up excluded), smoothed over leases (exponential average, 0.5)."""
-    run_seconds: float = 0.0
-    """Wall seconds the job held its GPUs (all its leases, start-up and checkpointing included), times the share of
-    them it held: half for a lease on GPUs shared with a partner, so a pair's GPU time is counted once."""
     run_seconds_by_type: dict[str, float] = field(default_factory=dict)
-    """`run_seconds` by the GPU type the leases ran on."""
+    """Wall seconds the job held GPUs of each type (all its leases, start-up and checkpointing included, a finished
+    job's last one until its last step), times the share of them it held: half for a lease on GPUs shared with a
+    partner, so a pair's GPU time is counted once."""
     train_seconds: float = 0.0
     """Wall seconds from each lease's first step to its last reported step, summed: the time it really trained."""
     reason: str | None = None
@@ -62,6 +61,11 @@ class JobRecord:
     preempted jobs to leave, placement, process start, checkpoint load."""
     switches: list[list[int]] = field(default_factory=list)
     """[epoch, batch size] at each batch-size change: from that epoch on the job trained at that batch size."""
+
+    @property
+    def run_seconds(self) -> float:
+        """Wall seconds the job held its GPUs, whatever their type (`run_seconds_by_type`)."""
+        return sum(self.run_seconds_by_type.values())
 
 
 class Journal:
@@ -114,4 +118,4 @@ def _record(data: dict[str, Any], one_type: str) -> JobRecord:
         }
     if "partners" not in data:  # from before pairs: every lease ran alone
         data = {**data, "partners": [None] * len(data.get("starts", []))}
-    return JobRecord(**data)
+    return JobRecord(**{k: v for k, v in data.items() if k != "run_seconds"})  # derived (journals of before kept it)

@@ -234,11 +234,7 @@ class RayBackend:
     def _partner_group(self, launch: Launch) -> PlacementGroup | None:
         """The placement group of the launch's partner, if the partner runs there as its pair (same type and gang)."""
         partner = self.launches.get(launch.partner) if launch.partner is not None else None
-        if partner is None or partner.partner != launch.job_id:
-            return None
-        if (partner.gpu_type, partner.gang) != (launch.gpu_type, launch.gang):
-            return None
-        return self.gangs[partner.job_id][0]
+        return self.gangs[partner.job_id][0] if partner is not None and launch.joins(partner) else None
 
     def _place(self, launch: Launch) -> PlacementGroup | None:
         """A new placement group of whole GPUs of the launch's type for its gang, or None if there is no room now."""

@@ -14,7 +14,6 @@ its plan names.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
@@ -36,15 +35,15 @@ from shockwave.provenance import provenance, with_command
 from shockwave.results import Result
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import JobRecord, Journal
-from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
+from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import build_profile, load_workload, schedule_from_switches
 from shockwave.workload_model.throughput import (
     DEFAULT_GPU_TYPE,
     TableThroughputs,
     ThroughputModel,
-    UnknownThroughput,
     knows,
+    rate_or_zero,
 )
 from shockwave.workload_model.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
@@ -154,18 +153,12 @@ def _completed_rates(measured: Rates, used: set[tuple[str, int, int]], types: li
     scale, not the table's), else it is the model's own."""
     rates = dict(measured)
     for key in sorted(used | {k[1:] for k in measured}):
-        seen = [t for t in types if (t, *key) in measured]
+        seen = {t: measured[(t, *key)] for t in types if (t, *key) in measured}
         if not seen:
             log.warning("no rate measured for %s at batch size %d on %d GPU(s): the table uses the model's", *key)
-        for gpu_type in types:
-            if (gpu_type, *key) in rates:
-                continue
-            with contextlib.suppress(UnknownThroughput):
-                rate = tm.throughput(*key, gpu_type)
-                if seen:
-                    reference = tm.throughput(*key, seen[0])
-                    rate = measured[(seen[0], *key)] * rate / reference if reference > 0 else rate
-                rates[(gpu_type, *key)] = rate
+        known = {t: rate for t in types if (rate := rate_or_zero(tm, *key, t)) > 0}
+        for gpu_type, rate in calibrated_rates(tm, key, known, seen, types).items():
+            rates.setdefault((gpu_type, *key), rate)
     return rates
 
 
@@ -328,9 +321,19 @@ def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], g
     return max(per_job, sum(t * jobs[i].scale_factor for i, t in training.items()) / gpus)
 
 
-def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str) -> float:
-    """GPU-seconds the run's leases held GPUs of `gpu_type`."""
-    return sum(r.run_seconds_by_type.get(gpu_type, 0.0) * jobs[i].scale_factor for i, r in records.items())
+def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str | None = None) -> float:
+    """GPU-seconds the run's leases held GPUs of `gpu_type` (None: of any type)."""
+    return sum(
+        (r.run_seconds if gpu_type is None else r.run_seconds_by_type.get(gpu_type, 0.0)) * jobs[i].scale_factor
+        for i, r in records.items()
+    )
+
+
+def _within(busy: float, gpus: int, makespan: float, given_up: bool) -> float:
+    """`busy` GPU-seconds of `gpus` GPUs, as many as fit in the makespan. A finished job's leases end by its finish, so
+    by the makespan; only a given-up job's may run past the last finish, and then the cap leaves that time out (a
+    bound, not the exact time: leases keep no end times)."""
+    return min(busy, gpus * makespan) if given_up else busy
 
 
 def _result(
@@ -357,8 +360,8 @@ def _result(
         for i in done
     ]
     makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)
-    # A lease is held until the round that sees its job finish ends: for the last jobs, past the makespan.
-    busy = min(sum(r.run_seconds * jobs[i].scale_factor for i, r in records.items()), request.gpus * makespan)
+    failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
+    busy = _within(_busy(records, jobs), request.gpus, makespan, bool(failed))
     summary = summarize_run(
         outcomes,
         gpus=request.gpus,
@@ -369,7 +372,10 @@ def _result(
     )
     if len(cluster.pools) > 1:
         summary["utilization_by_type"] = {
-            pool.gpu_type: min(1.0, _busy(records, jobs, pool.gpu_type) / (pool.gpus * makespan)) if makespan else 0.0
+            pool.gpu_type: _within(_busy(records, jobs, pool.gpu_type), pool.gpus, makespan, bool(failed))
+            / (pool.gpus * makespan)
+            if makespan
+            else 0.0
             for pool in cluster.pools
         }
     extra = {i: records[i] for i in done}
@@ -384,7 +390,6 @@ def _result(
             batch_size_switches=record.switches,
             startup_s=record.startups,
         )
-    failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
     unfinished = sorted(i for i, r in records.items() if r.status != "done")
     startups = [t for r in records.values() for t in r.startups]
     result = {

@@ -29,7 +29,7 @@ A paired lease's rate is not the job's rate alone, so it is not measured as one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,11 +40,11 @@ from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, co
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
-from shockwave.runtime.backend import SHARE, Backend, GangStatus, Launch
+from shockwave.runtime.backend import Backend, GangStatus, Launch, share_of
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import JobProfile
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
+from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
 from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
@@ -85,11 +85,6 @@ class _Running:
     """The job the lease shares its GPUs with (None: it runs alone)."""
     last_report: float | None = None
     startup_seen: bool = False
-
-    @property
-    def share(self) -> float:
-        """The fraction of each GPU of its gang the lease holds."""
-        return SHARE if self.partner is not None else 1.0
 
 
 @dataclass
@@ -241,11 +236,13 @@ class RuntimeScheduler:
 
     def _ended(self, job_id: int, status: GangStatus) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
-        self._release(job_id)
-        if status.done:
+        finished: float | None = None
+        if status.done:  # its last step: what it ran on its GPUs ends here, whenever the lease is released
+            finished = (status.reported_at if status.reported_at is not None else self.clock.now()) - self.start_wall
+        self._release(job_id, until=finished)
+        if finished is not None:
             record.status, record.steps = "done", state.total_steps
-            finished = status.reported_at if status.reported_at is not None else self.clock.now()
-            record.finish_s = finished - self.start_wall
+            record.finish_s = finished
             state.steps_done = state.total_steps
             state.last_finish_s = record.finish_s
             self.loop.remove(state)
@@ -303,28 +300,14 @@ class RuntimeScheduler:
         self, model: str, gang: int, batch_size: int, rates: Mapping[str, float], record: JobRecord
     ) -> dict[str, float]:
         """`rates` (steps/s by GPU type at `batch_size`) with the rates `record` measured there, and each other type
-        scaled from the first measured one (in the cluster's order) by the throughput model's ratio between them.
+        scaled from them (`calibrated_rates`).
 
         Real rates are not the table's (jobs on logical GPUs all train on the same CPUs): a policy that weighed a
         rate measured on one type against the table's on another would see that type many times faster or slower
-        than the model says it is. A type the model cannot compare keeps its rate.
+        than the model says it is.
         """
         measured = {t: rate for t, rate in _measured_at(record, batch_size).items() if t in self.cluster.types}
-        calibrated = {**rates, **measured}
-        reference = next((t for t in self.cluster.types if t in measured), None)
-        if reference is None:
-            return calibrated
-        for gpu_type in rates:
-            if gpu_type in measured:
-                continue
-            try:
-                there = self.throughputs.throughput(model, batch_size, gang, gpu_type)
-                here = self.throughputs.throughput(model, batch_size, gang, reference)
-            except UnknownThroughput:
-                continue
-            if here > 0:
-                calibrated[gpu_type] = measured[reference] * there / here
-        return calibrated
+        return calibrated_rates(self.throughputs, (model, batch_size, gang), rates, measured, self.cluster.types)
 
     def _colocated(self, job: JobState, other: JobState, gpu_type: str) -> tuple[float, float] | None:
         """The pair's rates sharing `gpu_type` GPUs (the loop's `Colocation`): the table's co-location entry, each
@@ -335,17 +318,16 @@ class RuntimeScheduler:
         where the table lists no such pair, or cannot say how fast a job of it runs alone there.
         """
         pair = self.table_pairs(job, other, gpu_type)
+        if pair is None:  # most pairs, asked of every two jobs every round: nothing more to look up
+            return None
         scales = [self._table_scale(j, gpu_type) for j in (job, other)]
-        if pair is None or scales[0] is None or scales[1] is None:
+        if scales[0] is None or scales[1] is None:
             return None
         return pair[0] * scales[0], pair[1] * scales[1]
 
     def _table_scale(self, job: JobState, gpu_type: str) -> float | None:
         """The job's rate on `gpu_type` over the throughput model's, or None where either is unknown."""
-        try:
-            table = self.throughputs.throughput(job.family.name, job.batch_size, job.scale_factor, gpu_type)
-        except UnknownThroughput:
-            return None
+        table = rate_or_zero(self.throughputs, job.family.name, job.batch_size, job.scale_factor, gpu_type)
         rate = job.rates.get(gpu_type)
         return rate / table if rate is not None and table > 0 else None
 
@@ -438,13 +420,15 @@ class RuntimeScheduler:
             record.gpu_types.append(granted)
             record.partners.append(partner)
 
-    def _release(self, job_id: int) -> None:
+    def _release(self, job_id: int, until: float | None = None) -> None:
+        """Give the lease's GPUs back; the job held them until `until` (elapsed seconds: a finished job's last step,
+        not the later round boundary its lease is released at), else until now."""
         lease = self.running.pop(job_id, None)
         if lease is not None:
             self.backend.release(job_id)
-            record, held = self.records[job_id], (self.elapsed() - lease.started) * lease.share
-            record.run_seconds += held
-            record.run_seconds_by_type[lease.granted] = record.run_seconds_by_type.get(lease.granted, 0.0) + held
+            end = max(lease.started, until) if until is not None else self.elapsed()
+            by_type = self.records[job_id].run_seconds_by_type
+            by_type[lease.granted] = by_type.get(lease.granted, 0.0) + (end - lease.started) * share_of(lease.partner)
 
     def _save(self) -> None:
         """Journal the state; only then delete the checkpoints it no longer names (the journal and the files on
@@ -460,6 +444,28 @@ class RuntimeScheduler:
 def _partner(assignment: Assignment, job_id: int) -> int | None:
     """The job the assignment pairs `job_id` with, or None when it runs alone."""
     return next((j for j in assignment.jobs if j != job_id), None)
+
+
+def calibrated_rates(
+    tm: ThroughputModel,
+    key: tuple[str, int, int],
+    rates: Mapping[str, float],
+    measured: Mapping[str, float],
+    types: Sequence[str],
+) -> dict[str, float]:
+    """`rates` (steps/s by GPU type of the (model, batch size, gang) `key`) with the `measured` ones, and each other
+    type's scaled from the first measured one (in `types`' order) by the throughput model's ratio between the two:
+    the run's scale, not the table's. A type the model cannot compare keeps its rate."""
+    calibrated = {**rates, **measured}
+    reference = next((t for t in types if t in measured), None)
+    here = rate_or_zero(tm, *key, reference) if reference is not None else 0.0
+    if reference is None or here <= 0:
+        return calibrated
+    for gpu_type in rates:
+        there = rate_or_zero(tm, *key, gpu_type) if gpu_type not in measured else 0.0
+        if there > 0:
+            calibrated[gpu_type] = measured[reference] * there / here
+    return calibrated
 
 
 def _measured_at(record: JobRecord, batch_size: int) -> dict[str, float]:

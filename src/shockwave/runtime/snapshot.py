@@ -40,7 +40,8 @@ from shockwave.workload_model.trace import TraceJob
 
 FORMAT = 4
 """Version of the snapshot's layout, the policies' states included (2: rates per GPU type, numbered rounds; 3: Gavel
--style policies keep their time records per GPU type)."""
+-style policies keep their time records per GPU type; 4: Gavel's mechanism keeps them per entry, a pair of jobs sharing
+GPUs an entry of its own)."""
 
 
 @dataclass

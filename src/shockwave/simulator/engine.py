@@ -261,10 +261,10 @@ class Simulator:
         self.loop.run(self)
         return SimulationResult(self._summary(time.perf_counter() - started), self.loop.rounds)
 
-    def _cost(self, done: list[JobState]) -> dict[str, Any]:
+    def _cost(self, busy_s: dict[str, float], done: list[JobState]) -> dict[str, Any]:
         """GPU-hours the run kept each type busy (the whole run, every job, as utilisation counts them; a pair sharing
         a gang counts once) and what they cost; SLO violations among the measured finished jobs that have SLOs."""
-        hours = {t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) / 3600.0 for t in self.cluster.types}
+        hours = {t: seconds / 3600.0 for t, seconds in busy_s.items()}
         out: dict[str, Any] = {"gpu_hours_by_type": hours}
         prices = self.prices or DEFAULT_PRICES
         if self.prices is not None or all(t in prices.by_type for t in hours):
@@ -291,14 +291,13 @@ class Simulator:
             num_rounds=len(self.placements),
             makespan_lower_bound_s=makespan_lower_bound(self.specs, self.profiles, self.cluster.gpus),
         )
+        busy = {t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) for t in self.cluster.types}
         if len(self.cluster.types) > 1:
+            now = self.view.now
             summary["utilization_by_type"] = {
-                t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) / (self.cluster.pool(t).gpus * self.view.now)
-                if self.view.now > 0
-                else 0.0
-                for t in self.cluster.types
+                t: busy[t] / (self.cluster.pool(t).gpus * now) if now > 0 else 0.0 for t in self.cluster.types
             }
-        summary.update(self._cost(done))
+        summary.update(self._cost(busy, done))
         if self.window is not None:
             summary["window"] = [self.window.start, self.window.stop]
             summary["jobs_arrived"] = len(self.specs) - len(self.queue)

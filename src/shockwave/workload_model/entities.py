@@ -29,20 +29,17 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json
-from shockwave.textfile import read_text
+from shockwave.jsonfile import read_json_or_toml
 
 ENTITY_POLICIES = ("fairness", "fifo")
 """How an entity splits its share among its jobs."""
 TOP_KEYS = ("entities", "jobs", "default")
 ENTITY_KEYS = ("weight", "policy")
-WHAT = "entities file"
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 MAX_RANGE = 10_000_000
 """The most job ids one range may name (a typo's 0-10^12 would otherwise fill memory)."""
@@ -95,16 +92,7 @@ class Entities:
 
 def read_entities(path: str | Path) -> Entities:
     """The entities file at `path` (JSON, or TOML when it ends in .toml)."""
-    path = Path(path)
-    if path.suffix.lower() == ".toml":
-        text = read_text(path, WHAT)
-        try:
-            raw: Any = tomllib.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise InputError(f"not valid TOML: {exc}", path=path) from None
-    else:
-        raw = read_json(path, "entities")
-    return Entities.from_mapping(raw, path)
+    return Entities.from_mapping(read_json_or_toml(path, "entities"), Path(path))
 
 
 def _entities(raw: Any, path: Path | None) -> dict[str, Entity]:

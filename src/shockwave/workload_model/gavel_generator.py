@@ -15,13 +15,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from shockwave.errors import InputError
 from shockwave.workload_model.catalog import FAMILIES
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
-from shockwave.workload_model.trace import TraceJob
+from shockwave.workload_model.trace import TraceJob, write_trace
 
 REFERENCE_TYPE = "v100"
 
@@ -68,6 +70,21 @@ class GavelWorkload:
         extras = ("_multigpu" if self.multi_gpu else "") + ("_multipriority" if self.multi_priority else "")
         extras += "_slos" if self.slos else ""
         return f"gavel_{self.jobs}_{kind}_seed{self.seed}{extras}.trace"
+
+    @classmethod
+    def of_reference_run(cls, run: Mapping[str, Any]) -> GavelWorkload:
+        """The workload of a run of the reference simulator as `reference_results.json` records one (2500 generated
+        jobs unless it says how many; static runs have no inter-arrival time)."""
+        static = run["experiment"] == "static_multi_gpu"
+        lam = 0.0 if static else float(run["lam_mean_interarrival_s"])
+        return cls(int(run.get("jobs", 2500)), lam, seed=int(run["seed"]), multi_gpu=bool(run["multi_gpu_jobs"]))
+
+    def write(self, throughputs: ThroughputModel, folder: Path) -> Path:
+        """The workload's trace in `folder` under `file_name()`, generated unless it is there already."""
+        path = folder / self.file_name()
+        if not path.exists():
+            write_trace(generate_gavel(self, throughputs), path)
+        return path
 
     @property
     def jobs_per_hour(self) -> float | None:

@@ -45,6 +45,16 @@ def knows(tm: ThroughputModel, model: str, batch_size: int, gpus: int, gpu_type:
     return True
 
 
+def rate_or_zero(
+    tm: ThroughputModel, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE
+) -> float:
+    """The rate, or 0 where `tm` does not know one: the throughput tables' own "cannot run there"."""
+    try:
+        return tm.throughput(model, batch_size, gpus, gpu_type)
+    except UnknownThroughput:
+        return 0.0
+
+
 Pair = tuple[float, float]
 """Rates of two jobs sharing the same GPUs: the first job's, then its partner's."""
 PairKey = tuple[str, str, int, str, int, int]

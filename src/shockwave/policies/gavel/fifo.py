@@ -16,7 +16,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, GavelPolicy, Stateless
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, GavelPolicy, Stateless, pair_of
+from shockwave.policies.gavel.packed import sharing_gains
 
 
 def one_hot(inputs: AllocationInputs, placed: dict[int, str] | dict[Entry, str]) -> Allocation:
@@ -135,27 +136,15 @@ class FifoPacked(Stateless):
         for j in queue:
             best, partner = self.threshold, None
             for other, gpu_type in placed.items():
-                pair = (min(j, other), max(j, other)) if isinstance(other, int) else None
-                if pair is None or pair not in inputs.pairs or inputs.scale_factors[other] != inputs.scale_factors[j]:
+                if not isinstance(other, int) or (pair := pair_of(j, other)) not in inputs.pairs:
                     continue
-                gain = _gain_on(inputs, pair, gpu_type)
+                gain = sum(sharing_gains(inputs, pair, gpu_type))
                 if gain > best:
                     best, partner = gain, other
             if partner is None:
                 break
-            gpu_type = placed.pop(partner)
-            placed[(min(j, partner), max(j, partner))] = gpu_type
+            placed[pair_of(j, partner)] = placed.pop(partner)
         return one_hot(inputs, placed)
-
-
-def _gain_on(inputs: AllocationInputs, pair: tuple[int, int], gpu_type: str) -> float:
-    """Sum over the pair's jobs of co-located rate / rate alone on the type (a job that cannot share adds 0)."""
-    gain = 0.0
-    for job, rate in zip(pair, inputs.pairs[pair][gpu_type], strict=True):
-        alone = inputs.throughputs[job][gpu_type]
-        if rate > 0 and alone > 0:
-            gain += rate / alone
-    return gain
 
 
 class FifoPolicy(GavelPolicy):

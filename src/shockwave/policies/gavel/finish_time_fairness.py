@@ -16,7 +16,14 @@ import cvxpy as cp
 import numpy as np
 
 from shockwave.core.policy import int_ids, json_ids
-from shockwave.policies.gavel.lp import Program, SolverFailure, isolated_allocation, solve, unpacked_program
+from shockwave.policies.gavel.lp import (
+    Program,
+    SolverFailure,
+    isolated_allocation,
+    solve,
+    solved,
+    unpacked_program,
+)
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import packed_program
 
@@ -91,9 +98,7 @@ class FinishTimeFairness:
     def _solved(inputs: AllocationInputs, program: Program, problem: cp.Problem, iso_x: np.ndarray) -> Allocation:
         try:
             solve(problem)
-            if program.x.value is None:
-                raise SolverFailure("the solver returned no allocation")
-            return program.read(program.x.value)
+            return program.read(solved(program.x))
         except SolverFailure:
             return inputs.unflatten(iso_x)
 

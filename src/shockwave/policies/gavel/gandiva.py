@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import numpy as np
-
-from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry
+from shockwave.policies.gavel.lp import isolated_shares
+from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, members, pair_of
+from shockwave.policies.gavel.packed import sharing_gains
 
 
 class Gandiva:
@@ -35,13 +35,10 @@ class Gandiva:
             self._pair_up(inputs)
             paired = {j for pair in self.pairs for j in pair}
             shared = [*self.pairs, *(j for j in inputs.job_ids if j not in paired)]
-        share = np.array(inputs.gpus_by_type) / len(shared)
+        x = isolated_shares(inputs.gpus_by_type, [inputs.scale_factors[members(e)[0]] for e in shared])
         allocation: Allocation = {e: dict.fromkeys(inputs.gpu_types, 0.0) for e in [*inputs.job_ids, *inputs.pairs]}
-        for entry in shared:
-            gang = inputs.scale_factors[entry[0] if isinstance(entry, tuple) else entry]
-            row = share / gang
-            row = row / max(row.sum(), 1.0)
-            allocation[entry] = {t: float(x) for t, x in zip(inputs.gpu_types, row, strict=True)}
+        for entry, row in zip(shared, x, strict=True):
+            allocation[entry] = {t: float(share) for t, share in zip(inputs.gpu_types, row, strict=True)}
         return allocation
 
     def _pair_up(self, inputs: AllocationInputs) -> None:
@@ -53,7 +50,7 @@ class Gandiva:
             if len(unpaired) < 2:
                 break
             first, second = self.rng.sample(unpaired, 2)
-            pair = (min(first, second), max(first, second))
+            pair = pair_of(first, second)
             if inputs.scale_factors[first] != inputs.scale_factors[second] or pair not in inputs.pairs:
                 continue
             unpaired.remove(first)
@@ -69,12 +66,6 @@ class Gandiva:
 
 
 def _packing_gain(inputs: AllocationInputs, pair: tuple[int, int]) -> float:
-    """Sum over types and both jobs of co-located rate / rate alone; 0 if any co-located rate (or rate alone) is 0."""
-    gain = 0.0
-    for gpu_type, rates in inputs.pairs[pair].items():
-        for job, rate in zip(pair, rates, strict=True):
-            alone = inputs.throughputs[job][gpu_type]
-            if rate <= 0 or alone <= 0:
-                return 0.0
-            gain += rate / alone
-    return gain
+    """Sum over types and both jobs of co-located rate / rate alone; 0 if either job cannot share on any type."""
+    gains = [g for gpu_type in inputs.pairs[pair] for g in sharing_gains(inputs, pair, gpu_type)]
+    return sum(gains) if all(gains) else 0.0

@@ -39,7 +39,7 @@ class EntityWeights:
     def of(cls, entities: Entities | str | Path | None) -> EntityWeights:
         if entities is None or isinstance(entities, Entities):
             return cls(entities)
-        return cls(read_entities(Path(entities)))
+        return cls(read_entities(entities))
 
     def rule(self, inputs: AllocationInputs) -> WeightRule:
         priority = inputs.column(inputs.weights)
@@ -92,12 +92,18 @@ def normalised_throughputs(
     return out
 
 
+def entity_totals(values: Mapping[int, float], entities: Entities) -> dict[str, float]:
+    """Each entity's sum of `values` (job -> value), over entities with jobs in it."""
+    totals: dict[str, float] = {}
+    for job_id, value in values.items():
+        name = entities.entity_of(job_id).name
+        totals[name] = totals.get(name, 0.0) + value
+    return totals
+
+
 def entity_shares(throughputs: Mapping[int, float], entities: Entities) -> dict[str, float]:
     """Each entity's fraction of the total of `throughputs` (job -> normalised throughput), over entities with
     jobs in it."""
-    totals: dict[str, float] = {}
-    for job_id, u in throughputs.items():
-        name = entities.entity_of(job_id).name
-        totals[name] = totals.get(name, 0.0) + u
+    totals = entity_totals(throughputs, entities)
     whole = sum(totals.values())
     return {name: (u / whole if whole > 0 else 0.0) for name, u in totals.items()}

@@ -40,10 +40,14 @@ def proportional_throughputs(inputs: AllocationInputs, throughputs: np.ndarray) 
 
 
 def isolated_allocation(inputs: AllocationInputs) -> np.ndarray:
-    """An equal 1/m share of every type for each job's gang (x_jt = (G_t / m) / sf_j, rows capped at 1): Themis's
-    and Gandiva's "isolated" baseline (spec §3.2)."""
-    m = len(inputs.job_ids)
-    x = np.array([[g / m / inputs.scale_factors[j] for g in inputs.gpus_by_type] for j in inputs.job_ids])
+    """An equal 1/m share of every type for each job's gang: Themis's "isolated" baseline (spec §3.2)."""
+    return isolated_shares(inputs.gpus_by_type, [inputs.scale_factors[j] for j in inputs.job_ids])
+
+
+def isolated_shares(gpus_by_type: tuple[int, ...], gangs: list[int]) -> np.ndarray:
+    """x_it = (G_t / m) / gang_i for m sharers (jobs, or Gandiva's pairs and lone jobs), rows capped at 1."""
+    m = len(gangs)
+    x = np.array([[g / m / gang for g in gpus_by_type] for gang in gangs])
     return x / np.maximum(np.sum(x, axis=1), 1.0).reshape((m, 1))
 
 
@@ -59,10 +63,15 @@ def solve(problem: cp.Problem) -> None:
         log.debug("ECOS returned an inaccurate optimum (%d variables)", problem.size_metrics.num_scalar_variables)
 
 
-def as_allocation(inputs: AllocationInputs, x: cp.Variable) -> Allocation:
+def solved(x: cp.Variable) -> np.ndarray:
+    """The variable's value after a solve; SolverFailure when the solver left it without one."""
     if x.value is None:
         raise SolverFailure("the solver returned no allocation")
-    return inputs.unflatten(x.value.clip(min=0.0).clip(max=1.0))
+    return x.value
+
+
+def as_allocation(inputs: AllocationInputs, x: cp.Variable) -> Allocation:
+    return inputs.unflatten(solved(x).clip(min=0.0).clip(max=1.0))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
-from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, proportional_throughputs, solve
+from shockwave.policies.gavel.lp import as_allocation, base_constraints, proportional_throughputs, solve, solved
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
 from shockwave.policies.gavel.packed import Classes, Combinations
 
@@ -66,9 +66,7 @@ class MaxMinFairnessPacked(Stateless):
         objective = cp.Maximize(cp.min(rows.per_job(cp.multiply(coefficients, x[rows.index]))))
         problem = cp.Problem(objective, rows.constraints(x, inputs))
         solve(problem)
-        if x.value is None:
-            raise SolverFailure("the solver returned no allocation")
-        return rows.allocation(inputs, x.value)
+        return rows.allocation(inputs, solved(x))
 
 
 def max_min_by_class(inputs: AllocationInputs) -> Allocation:
@@ -106,7 +104,5 @@ def max_min_by_class(inputs: AllocationInputs) -> Allocation:
             constraints.append(cp.multiply(n_mine[:, None], p[mine]) == cp.multiply(n_theirs[:, None], p[theirs]))
     constraints += [budget <= 1, used <= np.array(inputs.gpus_by_type, dtype=float)]
     solve(cp.Problem(cp.Maximize(cp.min(cp.multiply(scale, gained))), constraints))
-    if a.value is None or (links and p.value is None):
-        raise SolverFailure("the solver returned no allocation")
-    paired = {link: p.value[i] for i, link in enumerate(links)} if links else {}
-    return classes.spread(inputs, a.value, paired)
+    paired = dict(zip(links, solved(p), strict=True)) if links else {}
+    return classes.spread(inputs, solved(a), paired)

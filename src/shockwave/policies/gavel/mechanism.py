@@ -135,6 +135,11 @@ def members(entry: Entry) -> tuple[int, ...]:
     return entry if isinstance(entry, tuple) else (entry,)
 
 
+def pair_of(job: int, other: int) -> tuple[int, int]:
+    """The pair entry of two jobs: lower id first."""
+    return (job, other) if job < other else (other, job)
+
+
 def entry_key(entry: Entry) -> str:
     """An entry as a JSON object key: "3", or "3,5" for a pair."""
     return ",".join(map(str, members(entry)))
@@ -167,12 +172,17 @@ class _Table:
     """The entries of the priority table, in its order, with what the round's queues need of each."""
 
     signature: tuple[Any, ...]
+    """The entries' version and every job's batch size and rates, as they were when the table was built."""
     entries: list[Entry]
     members: list[tuple[int, ...]]
     gangs: list[int]
     rates: dict[str, np.ndarray]
     """GPU type -> each entry's rate there (a pair's slower job's; 0: it cannot run there)."""
-    pairs: dict[tuple[int, int], PairRates]
+    pairs: dict[tuple[int, int], tuple[tuple[int, int], PairRates]]
+    """Each pair's rates per type, with its jobs' batch sizes they were read at."""
+
+    def pair_rates(self) -> dict[tuple[int, int], PairRates]:
+        return {pair: rates for pair, (_, rates) in self.pairs.items()}
 
 
 class GavelPolicy(Policy):
@@ -181,7 +191,6 @@ class GavelPolicy(Policy):
     def __init__(self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
         self.allocator = allocator
         self.name = allocator.name
-        self.packs = allocator.packs
         self.min_realloc_interval_s = min_realloc_interval_s
         self.allocation: Allocation = {}
         self.needs_realloc = False
@@ -199,9 +208,8 @@ class GavelPolicy(Policy):
         self._version = 0
         """Bumped whenever entries come or go or the allocation changes: what the caches below are valid for."""
         self._cached: _Table | None = None
-        self._cached_sizes: dict[tuple[int, int], tuple[int, int]] = {}
-        """The batch sizes the cached pairs' rates were read at."""
-        self._shares: dict[tuple[int, str], np.ndarray] = {}
+        self._shares: dict[str, np.ndarray] = {}
+        """GPU type -> each entry's allocated share there, in table order (until the next change)."""
 
     def _changed(self) -> None:
         """Entries came or went, or the allocation changed: the cached table and shares are stale."""
@@ -233,7 +241,7 @@ class GavelPolicy(Policy):
 
     def _pairs_with(self, view: SchedulerView, job: JobState) -> list[tuple[int, int]]:
         """The pairs the newcomer forms with earlier jobs that the throughput table lists together somewhere."""
-        if not self.packs:
+        if not self.allocator.packs:
             return []
         return [
             (other.id, job.id)
@@ -244,7 +252,7 @@ class GavelPolicy(Policy):
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
         for gpu_type in self._types(view):
             times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
-            for entry in [e for e in times if job.id in members(e)] if self.packs else [job.id]:
+            for entry in [e for e in times if job.id in members(e)] if self.allocator.packs else [job.id]:
                 del times[entry], deficits[entry]
         self.ran_in.pop(job.id, None)
         self._changed()
@@ -298,14 +306,14 @@ class GavelPolicy(Policy):
         if self._cached is None or self._cached.signature != signature:
             entries = list(next(iter(self.job_time.values()), {}))
             known = self._cached.pairs if self._cached is not None else {}
-            pairs = {
-                e: known[e] if e in known and self._cached_sizes.get(e) == sizes else self._colocated(view, e)
-                for e in entries
-                if isinstance(e, tuple) and (sizes := (jobs[e[0]].batch_size, jobs[e[1]].batch_size))
-            }
-            self._cached_sizes = {e: (jobs[e[0]].batch_size, jobs[e[1]].batch_size) for e in pairs}
+            pairs = {}
+            for e in entries:
+                if isinstance(e, tuple):
+                    sizes = (jobs[e[0]].batch_size, jobs[e[1]].batch_size)
+                    kept = known.get(e)
+                    pairs[e] = kept if kept is not None and kept[0] == sizes else (sizes, self._colocated(view, e))
             rates = {
-                t: np.array([min(pairs[e][t]) if isinstance(e, tuple) else jobs[e].rate(t) for e in entries])
+                t: np.array([min(pairs[e][1][t]) if isinstance(e, tuple) else jobs[e].rate(t) for e in entries])
                 for t in types
             }
             gangs = [jobs[members(e)[0]].scale_factor for e in entries]
@@ -334,23 +342,19 @@ class GavelPolicy(Policy):
         self._changed()
         self.needs_realloc = False
 
-    def _priority(self, entry: Entry, gpu_type: str, rate: float) -> float:
-        """One entry's priority: x / (its share of the type's executed time), x * 1e9 before it has any."""
-        share = self.allocation.get(entry, {}).get(gpu_type, 0.0)
-        if not share or rate <= 0:
-            return 0.0
-        worker_time = self.worker_time[gpu_type]
-        fraction = self.job_time[gpu_type][entry] / worker_time if worker_time else 0.0
-        return share / fraction if fraction > 0 else share * 1e9
+    def priorities(self, view: SchedulerView, gpu_type: str) -> dict[Entry, float]:
+        """Each entry's priority on the type now: x / (its share of the type's executed time), x * 1e9 before it
+        has any, 0 where it has no share or cannot run there."""
+        table = self._table(view)
+        return dict(zip(table.entries, self._queue(table, gpu_type)[1].tolist(), strict=True))
 
     def _queue(self, table: _Table, gpu_type: str) -> tuple[np.ndarray, np.ndarray]:
         """The type's entry positions by (priority, deficit, x), highest first, ties in table order (a stable
-        sort); and every entry's priority (`_priority`, for all entries at once)."""
+        sort); and every entry's priority (see `priorities`)."""
         n = len(table.entries)
-        key = (self._version, gpu_type)
-        if key not in self._shares:
-            self._shares[key] = np.array([self.allocation.get(e, {}).get(gpu_type, 0.0) for e in table.entries])
-        shares = self._shares[key]
+        if gpu_type not in self._shares:
+            self._shares[gpu_type] = np.array([self.allocation.get(e, {}).get(gpu_type, 0.0) for e in table.entries])
+        shares = self._shares[gpu_type]
         times = np.fromiter(self.job_time[gpu_type].values(), float, n)
         deficits = np.fromiter(self.deficits[gpu_type].values(), float, n)
         worker_time = self.worker_time[gpu_type]
@@ -369,7 +373,7 @@ class GavelPolicy(Policy):
         if self.needs_realloc and (
             view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
         ):
-            self._reallocate(view, table.pairs)
+            self._reallocate(view, table.pair_rates())
         order = type_order(view.cluster)
         if not self.allocator.heterogeneity_aware:
             self.shuffler.shuffle(order)
@@ -394,7 +398,6 @@ class GavelPolicy(Policy):
         placed = [(e, t, g) for e, t, g in chosen if e in self.allocation]
         # Jobs of the last round that do not run in this one keep their entry: a runtime reports a preempted job's
         # last progress after this plan.
-        self.ran_in = {j: e for j, e in self.ran_in.items() if j in view.jobs}
         self.ran_in.update({j: (e, t) for e, t, _ in placed for j in members(e)})
         return RoundPlan(tuple(Assignment(members(e), t, g) for e, t, g in placed))
 

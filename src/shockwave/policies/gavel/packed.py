@@ -105,6 +105,8 @@ class Classes:
 
     members: list[list[int]]
     """Each class's jobs, classes in order of their first job."""
+    of_job: dict[int, int]
+    """Job -> its class."""
     pairs: dict[tuple[int, int], PairRates]
     """(class, other class) -> the rates of a pair of their jobs (the first class's job first), for the classes
     whose jobs pair (a class with itself when it has two jobs or more)."""
@@ -138,8 +140,9 @@ class Classes:
             elif known is rates or known == rates:
                 continue
             # a table whose pairs depend on which job came first: no two jobs are interchangeable
-            return cls([[j] for j in inputs.job_ids], _by_position(inputs))
-        return cls(members, pairs)
+            alone = {j: i for i, j in enumerate(inputs.job_ids)}
+            return cls([[j] for j in inputs.job_ids], alone, _by_position(inputs, alone))
+        return cls(members, of_job, pairs)
 
     @property
     def sizes(self) -> np.ndarray:
@@ -156,10 +159,9 @@ class Classes:
             row = {t: float(x[k][i]) for i, t in enumerate(inputs.gpu_types)}
             for j in jobs:
                 allocation[j] = row
-        of_job = {j: k for k, jobs in enumerate(self.members) for j in jobs}
         rows: dict[tuple[int, int], dict[str, float]] = {}
         for a, b in inputs.pairs:
-            link = (of_job[a], of_job[b])
+            link = (self.of_job[a], self.of_job[b])
             if link not in rows:
                 partners = len(self.members[link[1]]) - (link[0] == link[1])
                 shared = paired[link].clip(min=0.0).clip(max=partners) / partners
@@ -168,10 +170,18 @@ class Classes:
         return allocation
 
 
-def _by_position(inputs: AllocationInputs) -> dict[tuple[int, int], PairRates]:
-    position = {j: i for i, j in enumerate(inputs.job_ids)}
+def _by_position(inputs: AllocationInputs, position: dict[int, int]) -> dict[tuple[int, int], PairRates]:
     pairs: dict[tuple[int, int], PairRates] = {}
     for (a, b), rates in inputs.pairs.items():
         pairs[(position[a], position[b])] = rates
         pairs[(position[b], position[a])] = {t: (r[1], r[0]) for t, r in rates.items()}
     return pairs
+
+
+def sharing_gains(inputs: AllocationInputs, pair: tuple[int, int], gpu_type: str) -> tuple[float, float]:
+    """Each job's rate sharing the type's GPUs over its rate alone there (0 where either is 0): how much of its own
+    speed sharing leaves it, the measure Gandiva and packed FIFO pair jobs by."""
+    shared = inputs.pairs[pair][gpu_type]
+    alone = [inputs.throughputs[job][gpu_type] for job in pair]
+    first, second = (r / a if r > 0 and a > 0 else 0.0 for r, a in zip(shared, alone, strict=True))
+    return first, second

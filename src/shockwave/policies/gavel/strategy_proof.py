@@ -77,14 +77,14 @@ def partial_allocation(problem: WaterFillingProblem, weights: np.ndarray) -> np.
     if k == 1:
         x_out[rows] = x_all
         return x_out
-    alone = np.where(problem.open[rows], a, 0.0).max(axis=1)  # each job on its best type all the time
+    alone = a.max(axis=1)  # each job on its best type all the time (a is 0 on the types closed to it)
     satisfied = u_all >= alone * (1 - 1e-6)
     factors = np.ones(k)
     for j in range(k):
-        if satisfied[np.arange(k) != j].all():
+        others = np.arange(k) != j
+        if satisfied[others].all():
             continue
         _, u_without = welfare_optimum(j)
-        others = np.arange(k) != j
         log_ratio = np.sum(w[others] * (np.log(u_all[others]) - np.log(u_without[others])))
         factors[j] = float(np.exp(min(log_ratio, 0.0) / w[j]))
     x_out[rows] = x_all * factors[:, None]

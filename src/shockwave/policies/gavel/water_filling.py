@@ -37,6 +37,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from shockwave.highs import quiet_solver
 from shockwave.policies.gavel.hierarchical import EntityWeights, WeightRule
 from shockwave.policies.gavel.lp import SolverFailure, proportional_throughputs
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
@@ -184,13 +185,7 @@ class _Model:
 
 
 def _solver() -> highspy.Highs:
-    from shockwave.policies.shockwave.market import _banner_shown  # HiGHS's first-solver banner, kept off stdout
-
-    _banner_shown()
-    solver = highspy.Highs()
-    for option, value in (("output_flag", False), ("random_seed", 0), ("threads", 1), ("mip_rel_gap", 0.0)):
-        solver.setOptionValue(option, value)
-    return solver
+    return quiet_solver(mip_rel_gap=0.0)
 
 
 class MaxMinFairnessWaterFilling(Stateless):

@@ -35,16 +35,14 @@ That finishes short jobs sooner instead of spreading the cluster thinly (see the
 
 from __future__ import annotations
 
-import functools
 import math
-import os
-import sys
 from dataclasses import dataclass
 
 import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from shockwave.highs import quiet_solver
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import FairnessView
 
@@ -315,32 +313,8 @@ def _check_finite(inputs: MarketInputs, fairness: Fairness) -> None:
         raise SolverFailure("the market's fairness bound is NaN")
 
 
-@functools.cache
-def _banner_shown() -> None:
-    """HiGHS prints a banner on stdout when a process creates its first solver: create that one with stdout shut,
-    so output stays what the user asked for (JSON with --json) at every verbosity."""
-    sys.stdout.flush()
-    saved, devnull = os.dup(1), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    try:
-        highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-
-
 def _solver(lp: highspy.HighsLp, config: ShockwaveConfig) -> highspy.Highs:
-    _banner_shown()
-    solver = highspy.Highs()
-    for option, value in (
-        ("output_flag", False),
-        ("mip_rel_gap", config.solver_rel_gap),
-        ("mip_max_nodes", config.solver_max_nodes),
-        ("random_seed", 0),
-        ("threads", 1),
-    ):
-        solver.setOptionValue(option, value)
+    solver = quiet_solver(mip_rel_gap=config.solver_rel_gap, mip_max_nodes=config.solver_max_nodes)
     solver.passModel(lp)
     return solver
 

@@ -132,9 +132,10 @@ class ThemisPolicy(Policy):
         if not view.jobs:
             return RoundPlan()
         now_round = view.round_index
-        rhos = self._rhos(view)
+        r_iso = {j: isolated_rate(job, view.cluster, len(view.jobs)) for j, job in view.jobs.items()}
+        rhos = {j: current_rho(job, view.now, r_iso[j]) for j, job in view.jobs.items()}
         if self.period_start is None or now_round >= self.period_start + self.lease_rounds(view):
-            self._auction(view, rhos)
+            self._auction(view, rhos, r_iso)
         assert self.period_start is not None
         period_end = self.period_start + self.lease_rounds(view)
         self.leases = {j: lease for j, lease in self.leases.items() if j in view.jobs and now_round < lease[1]}
@@ -161,25 +162,20 @@ class ThemisPolicy(Policy):
             assignments.append(Assignment((job_id,), gpu_type, job.scale_factor))
         return RoundPlan(tuple(assignments))
 
-    def _rhos(self, view: SchedulerView) -> dict[int, float]:
-        n = len(view.jobs)
-        return {j: current_rho(job, view.now, isolated_rate(job, view.cluster, n)) for j, job in view.jobs.items()}
-
-    def _auction(self, view: SchedulerView, rhos: dict[int, float]) -> None:
-        """A new lease period: every lease has expired; the 1-f fraction furthest from fair bids for all GPUs."""
+    def _auction(self, view: SchedulerView, rhos: dict[int, float], r_iso: dict[int, float]) -> None:
+        """A new lease period: every lease has expired; the 1-f fraction furthest from fair bids for all GPUs
+        (`rhos` and `r_iso`: each job's rho and isolated rate now)."""
         lease_rounds = self.lease_rounds(view)
         self.period_start = view.round_index
         self.leases, self.roles = {}, {}
         free = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
         ranked = sorted(view.jobs, key=lambda j: (-rhos[j], j))
         count = min(len(ranked), math.ceil((1.0 - self.fairness_knob) * len(ranked) - 1e-9))
-        n = len(view.jobs)
         bids = []
         for job_id in ranked[:count]:
             job = view.jobs[job_id]
             self.roles[job_id] = BIDDER
-            r_iso = isolated_rate(job, view.cluster, n)
-            values = lease_values(job, view.now, r_iso, lease_rounds * view.round_seconds, free)
+            values = lease_values(job, view.now, r_iso[job_id], lease_rounds * view.round_seconds, free)
             if values:
                 bids.append(Bid(job_id, job.scale_factor, values))
         outcome = partial_allocation(bids, free)
