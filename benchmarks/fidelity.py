@@ -6,7 +6,7 @@ operator would. The simulation replays each run with its measured rates (DIR/mea
 sizes its jobs really chose (DIR/batch_sizes.json), its rounds as long as they really were and its measured start-up
 per gang size as the restart cost (`shockwave.runtime.run.replay_arguments`). Each policy runs --repeats times: the
 spread of its real runs is the noise floor the simulator's gap should be read against. Runs already in --out are
-reused, so an interrupted experiment resumes. About 8-9 minutes of wall time per run on a 2-core machine.
+reused, so an interrupted experiment resumes. About 10 minutes of wall time per run on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -28,21 +28,28 @@ from shockwave.workload_model.trace import catalog_job, write_trace
 
 # (model, batch size, gang, mode, epochs, arrival s). Epochs last several seconds at the initial batch size (the
 # adaptive jobs decide at epoch boundaries, and a round-based simulator can only switch between rounds); the
-# Transformer and Recommendation epochs are short, so those jobs stay static. Accordion jobs get 4 epochs: the
-# first two are critical on these models (the gradient norm still falls fast), so a decision comes after epoch 2.
+# Transformer and Recommendation epochs are short, so those jobs stay static. Accordion jobs get 4 or more epochs:
+# the first two are critical on these models (the gradient norm still falls fast), so a decision comes after epoch 2.
+# Sixteen jobs arriving over the first three and a half rounds keep four GPUs busy for about fifteen 40 s rounds: a
+# lease's start-up (8-11 s here) is about a quarter of a round, as on real clusters (Gavel's rounds are 360 s), and
+# one gang's luck with its start-ups no longer decides a policy's makespan.
 JOBS = [
-    ("ResNet-18", 32, 1, "accordion", 4, 0),
-    ("LM", 20, 2, "gns", 2, 0),
-    ("ResNet-50", 64, 2, "static", 1, 5),
-    ("ResNet-18", 64, 1, "gns", 3, 10),
-    ("LM", 20, 1, "accordion", 4, 15),
-    ("Transformer", 32, 4, "static", 3, 20),
-    ("ResNet-18", 32, 2, "gns", 2, 30),
-    ("Recommendation", 2048, 1, "static", 30, 35),
-    ("LM", 40, 1, "accordion", 4, 40),
-    ("ResNet-18", 64, 4, "accordion", 4, 50),
-    ("ResNet-50", 32, 1, "gns", 2, 60),
-    ("LM", 20, 2, "static", 1, 70),
+    ("ResNet-18", 32, 1, "accordion", 6, 0),
+    ("LM", 20, 2, "gns", 3, 0),
+    ("ResNet-50", 64, 2, "static", 2, 10),
+    ("ResNet-18", 64, 1, "gns", 5, 20),
+    ("LM", 20, 1, "accordion", 5, 30),
+    ("Transformer", 32, 4, "static", 4, 40),
+    ("ResNet-18", 32, 2, "gns", 3, 50),
+    ("Recommendation", 2048, 1, "static", 60, 60),
+    ("LM", 40, 1, "accordion", 6, 70),
+    ("ResNet-18", 64, 4, "accordion", 4, 80),
+    ("ResNet-50", 32, 1, "gns", 3, 90),
+    ("LM", 20, 2, "static", 2, 100),
+    ("ResNet-18", 32, 1, "static", 5, 110),
+    ("LM", 40, 2, "accordion", 5, 120),
+    ("ResNet-50", 64, 1, "static", 2, 130),
+    ("Transformer", 32, 2, "static", 5, 140),
 ]
 METRICS = (("makespan_s", "makespan s", 1), ("avg_jct_s", "avg JCT s", 1), ("unfair_fraction", "unfair %", 100))
 
@@ -105,7 +112,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("results/fidelity"))
     parser.add_argument("--policies", default="shockwave,max_min_fairness,finish_time_fairness")
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--round-seconds", type=float, default=12.0)
+    parser.add_argument("--round-seconds", type=float, default=40.0)
     parser.add_argument("--repeats", type=int, default=2, help="real runs per policy (their spread is the noise floor)")
     args = parser.parse_args()
     console = Console()

@@ -83,10 +83,17 @@ def measure(point: Point, seconds: float, folder: Path) -> float:
 
 
 def profile(points: list[Point], seconds: float) -> Iterator[tuple[Point, float]]:
-    """Each point's rate, measured one after the other (never two at once: they would slow each other down)."""
+    """Each point's rate, measured one after the other (never two at once: they would slow each other down).
+
+    A point whose workers fail is measured once more before the error stands: on a loaded 2-core machine a gang's
+    worker now and then aborts while torch.distributed tears down (exit -6, no output), and the retry trains."""
     with tempfile.TemporaryDirectory(prefix="shockwave-profile-") as scratch:
         for index, point in enumerate(points):
-            yield point, measure(point, seconds, Path(scratch) / str(index))
+            try:
+                rate = measure(point, seconds, Path(scratch) / str(index))
+            except InputError:
+                rate = measure(point, seconds, Path(scratch) / f"{index}-again")
+            yield point, rate
 
 
 def table_of(rates: dict[Point, float]) -> TableThroughputs:
