@@ -26,7 +26,7 @@ def accordion_like() -> JobForecast:
 
 def test_static_job_forecast_is_its_remaining_epochs() -> None:
     job = JobForecast(JobProfile(epochs=4, runs=((32, 4, 10.0),)), 3200, 0.0)
-    job.observe(1, 32, steps_per_s=10.0)
+    job.observe(1, 32, {"v100": 10.0})
     # Half of epoch 1 left (5 s), then the posterior puts 4 - 2 = 2 more epochs at batch size 32: 20 s.
     assert job.remaining_runtime(1.5) == pytest.approx(25.0)
     assert job.elapsed(1.5) == pytest.approx(15.0)
@@ -34,7 +34,7 @@ def test_static_job_forecast_is_its_remaining_epochs() -> None:
 
 def test_dirichlet_posterior_splits_remaining_epochs_between_modes() -> None:
     job = accordion_like()
-    job.observe(0, 16, steps_per_s=5.0)
+    job.observe(0, 16, {"v100": 5.0})
     # Prior 10/2 = 5 per mode; epoch 0 seen at 16: posterior (6, 5); shares 10*(6,5)/11 = (60/11, 50/11);
     # minus the observed epoch: (49/11, 50/11) epochs after the current one, at 20 s and 8 s.
     after = (49 / 11) * 20 + (50 / 11) * 8
@@ -45,7 +45,7 @@ def test_dirichlet_posterior_splits_remaining_epochs_between_modes() -> None:
 def test_calibration_rescales_unmeasured_modes_beyond_tolerance() -> None:
     job = accordion_like()
     job.record(steps=100, seconds=40.0, batch_size=16)  # one epoch at 16 took 40 s, not 20: 100% off
-    job.observe(1, 16, steps_per_s=2.5)
+    job.observe(1, 16, {"v100": 2.5})
     assert job.calibration() == pytest.approx(2.0)
     assert job.epoch_duration(16, 2.0) == pytest.approx(40.0)  # measured
     assert job.epoch_duration(64, 2.0) == pytest.approx(16.0)  # profiled x calibration
@@ -64,7 +64,7 @@ def test_calibration_within_tolerance_keeps_the_profile() -> None:
 def test_forecast_shrinks_when_observations_outnumber_a_modes_share() -> None:
     profile = JobProfile(epochs=5, runs=((16, 1, 20.0), (64, 4, 8.0)))
     job = JobForecast(profile, DATASET, 0.0)
-    job.observe(3, 16, steps_per_s=5.0)  # the job stayed at 16 for four epochs
+    job.observe(3, 16, {"v100": 5.0})  # the job stayed at 16 for four epochs
     # Posterior (6.5, 2.5); shares 5*(6.5, 2.5)/9 = (65/18, 25/18); only 3 of the 4 epochs at 16 fit: (11/18, 25/18).
     # Inflated count 5 - 3 + 1 = 3 > 2 remaining: scale by 2/3.
     after = 2 / 3 * ((11 / 18) * 20 + (25 / 18) * 8)
@@ -74,14 +74,14 @@ def test_forecast_shrinks_when_observations_outnumber_a_modes_share() -> None:
 
 def test_a_batch_size_the_profile_never_planned_uses_the_schedulers_throughput() -> None:
     job = accordion_like()
-    job.observe(0, 32, steps_per_s=2.0)  # 1600 / 32 = 50 steps at 2 steps/s
+    job.observe(0, 32, {"v100": 2.0})  # 1600 / 32 = 50 steps at 2 steps/s
     assert job.epoch_duration(32, 1.0) == pytest.approx(25.0)
     assert job.remaining_runtime(0.5) == pytest.approx(12.5 + job.after_current(0.5))
 
 
 def test_finished_job_has_nothing_left() -> None:
     job = accordion_like()
-    job.observe(9, 64, steps_per_s=5.0)
+    job.observe(9, 64, {"v100": 5.0})
     assert job.remaining_runtime(10.0) == 0.0
     assert job.after_current(10.0) == 0.0
 

@@ -122,6 +122,14 @@ class ClusterSpec:
             start += pool.gpus
         raise KeyError(gpu_type)
 
+    def type_of(self, gpu: int) -> str:
+        """The GPU type of a cluster-wide GPU id."""
+        for pool in self.pools:
+            if gpu < pool.gpus:
+                return pool.gpu_type
+            gpu -= pool.gpus
+        raise IndexError(gpu)
+
     def server_of(self, gpu: int) -> int:
         """Cluster-wide server id of a GPU (servers hold GPUs of one type)."""
         servers = 0

@@ -85,7 +85,9 @@ class JobRow(_Stored):
     arrival_s: NonNegative
     finish_s: NonNegative
     jct_s: NonNegative
-    t_isolated_s: Positive
+    t_isolated_s: Positive = Field(
+        description="Isolated runtime; on several GPU types at the job's equal share of each (rho's denominator)."
+    )
     ftf: NonNegative = Field(description="Finish-time fairness rho = JCT / (T_iso x max(1, N/G)).")
     batch_size_changes: Count
 

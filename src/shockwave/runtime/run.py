@@ -37,7 +37,7 @@ from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
-from shockwave.workload_model.profile import build_profile, load_workload, schedule_from_switches
+from shockwave.workload_model.profile import build_profile, isolated_time, load_workload, schedule_from_switches
 from shockwave.workload_model.throughput import (
     DEFAULT_GPU_TYPE,
     TableThroughputs,
@@ -356,7 +356,13 @@ def _result(
         profiles = [build_profile(job, tm) for job in jobs]
     done = [i for i, r in records.items() if r.status == "done"]
     outcomes = [
-        JobOutcome(i, jobs[i].arrival, records[i].finish_s or 0.0, profiles[i].t_isolated, len(records[i].switches))
+        JobOutcome(
+            i,
+            jobs[i].arrival,
+            records[i].finish_s or 0.0,
+            isolated_time(jobs[i], profiles[i], model, cluster),
+            len(records[i].switches),
+        )
         for i in done
     ]
     makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)

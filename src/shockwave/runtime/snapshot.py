@@ -38,10 +38,10 @@ from shockwave.errors import InputError
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.trace import TraceJob
 
-FORMAT = 4
+FORMAT = 5
 """Version of the snapshot's layout, the policies' states included (2: rates per GPU type, numbered rounds; 3: Gavel
 -style policies keep their time records per GPU type; 4: Gavel's mechanism keeps them per entry, a pair of jobs sharing
-GPUs an entry of its own)."""
+GPUs an entry of its own; 5: Shockwave plans and measures per GPU type)."""
 
 
 @dataclass

@@ -26,7 +26,7 @@ from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.prices import DEFAULT_PRICES, Prices
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.slo import has_slo, violates_slo
-from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import makespan_lower_bound
 from shockwave.workload_model.throughput import ThroughputModel
 from shockwave.workload_model.trace import TraceJob
@@ -132,7 +132,7 @@ class Simulator:
         job, m = launch.job, self.mechanics
         exec_s = launch.finish - self.round_start
         factor = 1.0
-        restarted = previous is not None and job.id not in previous
+        restarted = previous is not None and self._restarts(job.id, launch.gpus, previous)
         if not self.replay and restarted and exec_s != 0 and exec_s > m.round_seconds - m.restart_cost_margin_s:
             cost = min(m.restart_cost(job.scale_factor), exec_s)
             factor = (exec_s - cost) / exec_s
@@ -231,7 +231,8 @@ class Simulator:
         now, length = self.view.now, self.mechanics.round_seconds
         launches = []
         for job, rate in zip(jobs, rates, strict=True):
-            startup = self._startup(job, restarting=job.id not in previous or job.id in self.switched)
+            restarting = self._restarts(job.id, placement[job.id], previous) or job.id in self.switched
+            startup = self._startup(job, restarting=restarting)
             steps = min(int(rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
             launches.append(Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches))
@@ -239,6 +240,12 @@ class Simulator:
         for launch in launches:
             launch.finish = end
         return launches
+
+    def _restarts(self, job_id: int, gpus: tuple[int, ...], previous: dict[int, tuple[int, ...]]) -> bool:
+        """The job starts anew: it did not run in the round before, or ran on another GPU type (a checkpoint and
+        a restart move it)."""
+        before = previous.get(job_id)
+        return before is None or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0])
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         if self.on_round is not None:
@@ -281,7 +288,14 @@ class Simulator:
         unfinished = [i for i in measured if i not in self.finished]
         done = [self.finished[i] for i in measured if i in self.finished]
         outcomes = [
-            JobOutcome(j.id, j.arrival_s, j.last_finish_s, j.profile.t_isolated, j.batch_size_changes) for j in done
+            JobOutcome(
+                j.id,
+                j.arrival_s,
+                j.last_finish_s,
+                isolated_time(j.spec, j.profile, self.throughputs, self.cluster),
+                j.batch_size_changes,
+            )
+            for j in done
         ]
         summary = summarize_run(
             outcomes,

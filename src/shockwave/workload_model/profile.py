@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.jsonfile import read_json_object
 from shockwave.workload_model.adaptation import profile_batch_sizes
 from shockwave.workload_model.catalog import family
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs, rate_or_zero
 from shockwave.workload_model.trace import TraceJob, read_trace
 
 
@@ -41,6 +42,24 @@ class JobProfile:
     def t_isolated(self) -> float:
         # Summed epoch by epoch, as the reference does: n * d differs from it in the last bits.
         return sum(itertools.chain.from_iterable(itertools.repeat(d, n) for _, n, d in self.runs))
+
+
+def isolated_time(job: TraceJob, profile: JobProfile, throughputs: ThroughputModel, cluster: ClusterSpec) -> float:
+    """T_iso as finish-time fairness reads it: the profile's on a cluster of one type; on several, every epoch at
+    the job's equal share of each type (steps/s sum_t (n_t / G) x rate_t, Gavel's proportional share; 0 where the
+    gang does not fit a pool or the model does not know the job there), so a rho means the same on any mix."""
+    if len(cluster.pools) == 1:
+        return profile.t_isolated
+    fam = family(job.model)
+    total = 0.0
+    for bs, epochs, _ in profile.runs:
+        rate = sum(
+            pool.gpus / cluster.gpus * rate_or_zero(throughputs, fam.name, bs, job.scale_factor, pool.gpu_type)
+            for pool in cluster.pools
+            if job.scale_factor <= pool.gpus
+        )
+        total += epochs * fam.dataset_size / bs / rate
+    return total
 
 
 def epochs_of(job: TraceJob) -> int:

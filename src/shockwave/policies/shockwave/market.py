@@ -21,6 +21,17 @@ rounds (a round-based scheduler finishes a job with 0.3 rounds of work left in o
 leftovers the LP relaxation levels the longest jobs' leftovers to equal fractions no integer plan can match, and
 closing that gap took HiGHS 20-50x longer on the 460-job trace.
 
+On a cluster of several GPU types (the reference has one), c_jt counts job j's rounds on type t, a round on t does
+v_jt rounds of the job's equal-share work (its forecast is in equal-share time, `predictor.py`), and everything
+above that read c_j reads the effective rounds e_j = sum_t v_jt c_jt: the chords, the leftover row and the second
+solve's objective. Capacity is a row per type (sum_j sf_j c_jt <= G_t H), and a job runs on one type per round
+(sum_t c_jt <= H). The chords of g_j between integer e_j interpolate g_j where v_jt makes e_j fractional, slightly
+below it. One type (v = 1) gives exactly the homogeneous program. With several types the integer program is hard
+(fractional speeds leave the relaxation far from integral: 2,850 nodes and 7 s for 67 jobs on three types, where
+the homogeneous program of the same jobs needs 1 node and 0.04 s), so its LP relaxation is solved and rounded: each
+c_jt down, then the largest fractions up while the type's capacity, the window and the job's cap allow. A job
+loses less than one round per type against the relaxation, whose value bounds the integer optimum.
+
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
 When they cannot be laid out, `exact=True` solves it again with a binary x_{j,h} per job and round and a capacity
@@ -63,10 +74,29 @@ class MarketInputs:
     gpus: int
     rounds: int
     round_s: float
+    gpus_by_type: tuple[int, ...] = ()
+    """GPUs of each type, in the cluster's order; empty: one type of `gpus` GPUs."""
+    speeds: np.ndarray | None = None
+    """v_jt: equal-share seconds of work one second on type t does for job j (n x types; 0: cannot run there)."""
 
     @property
     def jobs(self) -> int:
         return len(self.scale_factors)
+
+    @property
+    def capacities(self) -> tuple[int, ...]:
+        return self.gpus_by_type or (self.gpus,)
+
+    @property
+    def speed(self) -> np.ndarray:
+        return np.ones((self.jobs, 1)) if self.speeds is None else self.speeds
+
+    @property
+    def effective_rounds(self) -> int:
+        """The most effective rounds a window can give one job (the window itself on one type)."""
+        if len(self.capacities) == 1:
+            return self.rounds
+        return max(self.rounds, math.ceil(self.rounds * float(self.speed.max(initial=1.0)) - 1e-9))
 
     @property
     def remaining_rounds(self) -> np.ndarray:
@@ -75,8 +105,18 @@ class MarketInputs:
 
     @property
     def round_cap(self) -> np.ndarray:
-        """Rounds a job can use: enough to finish (at least one), at most the window."""
-        return np.clip(self.remaining_rounds, 1, self.rounds)
+        """Effective rounds a job can use: enough to finish (at least one), at most what the window gives."""
+        return np.clip(self.remaining_rounds, 1, self.effective_rounds)
+
+    @property
+    def type_cap(self) -> np.ndarray:
+        """Rounds a job can use on each type (n x types): enough to finish there, at most the window; 0 where it
+        cannot run."""
+        if len(self.capacities) == 1:
+            return self.round_cap[:, None]
+        speed = self.speed
+        needed = np.ceil(self.remaining_rounds[:, None] / np.where(speed > 0, speed, 1.0) - 1e-9)
+        return np.where(speed > 0, np.clip(needed, 1, self.rounds), 0).astype(int)
 
 
 @dataclass(frozen=True)
@@ -110,7 +150,8 @@ class Fairness:
 
 @dataclass(frozen=True)
 class MarketSolution:
-    counts: np.ndarray
+    by_type: np.ndarray
+    """Rounds granted to each job on each type (n x types)."""
     objective: float
     """The first solve's objective W - k T M (what the reference optimises)."""
     fairness: Fairness
@@ -118,6 +159,11 @@ class MarketSolution:
     """Job rows per round, when solved with one binary per job and round."""
     limited: bool = False
     """A solve stopped on `solver_max_nodes` and its best plan so far was used."""
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Rounds granted to each job, over all types."""
+        return self.by_type.sum(axis=1)
 
 
 class SolverFailure(RuntimeError):
@@ -142,27 +188,30 @@ def solve_market(
 ) -> MarketSolution | None:
     """The window's plan, or None when the fairness constraints make it infeasible.
 
-    `start` is a warm start (rounds per job, for instance the previous plan's). Raises SolverFailure when HiGHS
-    gives nothing usable.
+    `start` is a warm start (rounds per job and type, for instance the previous plan's). `exact` (one binary per
+    job and round) is the homogeneous program's. Raises SolverFailure when HiGHS gives nothing usable.
     """
     _check_finite(inputs, fairness)
+    if exact and len(inputs.capacities) > 1:
+        raise ValueError("the per-round program is built for one GPU type")
     model = _Model(inputs, config, fairness, exact)
     solver = _solver(model.lp, config)
     if start is not None and not exact:
-        _warm_start(solver, np.minimum(start, inputs.round_cap))
+        _warm_start(solver, np.minimum(start, inputs.type_cap).ravel())
     values = _run(solver)
     if values is None:
         return None
     limited = solver.getModelStatus() in LIMITED
     objective = solver.getInfo().objective_function_value
     values, second_limited = _prefer_completion(solver, model, values, config)
-    n, h = inputs.jobs, inputs.rounds
-    counts = np.rint(values[:n]).astype(int)
+    n, h, types = inputs.jobs, inputs.rounds, len(inputs.capacities)
+    c = values[: n * types].reshape(n, types)
+    by_type = np.rint(c).astype(int) if types == 1 else _rounded(c, inputs)
     rounds = None
     if exact:
         x = np.rint(values[model.x : model.x + n * h]).reshape(n, h)
         rounds = [np.flatnonzero(x[:, r]).tolist() for r in range(h)]
-    return MarketSolution(counts, objective, fairness, rounds, limited or second_limited)
+    return MarketSolution(by_type, objective, fairness, rounds, limited or second_limited)
 
 
 def _prefer_completion(
@@ -185,28 +234,38 @@ class _Model:
     """The program as one sparse matrix, plus where each variable lives and the second solve's objective rows."""
 
     def __init__(self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool) -> None:
-        n, h, g, t = inputs.jobs, inputs.rounds, inputs.gpus, inputs.round_s
-        self.u, self.leftover, self.makespan, self.x = n, 2 * n, 3 * n, 3 * n + 1
+        n, h, t = inputs.jobs, inputs.rounds, inputs.round_s
+        capacities, speed = inputs.capacities, inputs.speed
+        types = len(capacities)
+        self.u = n * types
+        self.leftover, self.makespan = self.u + n, self.u + 2 * n
+        self.x = self.makespan + 1
         jobs = np.arange(n)
         cap = inputs.round_cap
         inf = highspy.kHighsInf
         cols = self.x + (n * h if exact else 0)
+        # e_j = sum_t v_jt c_jt: one (job, column, v) entry per type the job can run on.
+        runs_j, runs_t = np.nonzero(speed > 0)
+        runs_col, runs_v = runs_j * types + runs_t, speed[runs_j, runs_t]
 
         self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._rows = 0
         chord_jobs, chord_at, chord_slope = _chords(inputs, config)
         chord_rows = np.arange(len(chord_jobs))
+        first_run = np.searchsorted(runs_j, chord_jobs, side="left")
+        per_job = np.bincount(runs_j, minlength=n)[chord_jobs]
+        entry = np.repeat(first_run, per_job) + _ranges(per_job)
         self._add(
-            np.concatenate([chord_rows, chord_rows]),
-            np.concatenate([self.u + chord_jobs, chord_jobs]),
-            np.concatenate([np.ones(len(chord_jobs)), -chord_slope]),
+            np.concatenate([chord_rows, np.repeat(chord_rows, per_job)]),
+            np.concatenate([self.u + chord_jobs, runs_col[entry]]),
+            np.concatenate([np.ones(len(chord_jobs)), -np.repeat(chord_slope, per_job) * runs_v[entry]]),
             np.full(len(chord_jobs), -inf),
             chord_at,
         )
         self._add(
-            np.concatenate([jobs, jobs]),
-            np.concatenate([self.leftover + jobs, jobs]),
-            np.ones(2 * n),
+            np.concatenate([jobs, runs_j]),
+            np.concatenate([self.leftover + jobs, runs_col]),
+            np.concatenate([np.ones(n), runs_v]),
             inputs.remaining_rounds.astype(float),
             np.full(n, inf),
         )
@@ -227,9 +286,18 @@ class _Model:
                 np.zeros(n),
                 np.zeros(n),
             )
-            self._add(np.tile(np.arange(h), n), x_cols, np.repeat(sizes, h), np.full(h, -inf), np.full(h, float(g)))
+            self._add(
+                np.tile(np.arange(h), n),
+                x_cols,
+                np.repeat(sizes, h),
+                np.full(h, -inf),
+                np.full(h, float(capacities[0])),
+            )
+        elif types == 1:
+            self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(capacities[0] * h)]))
         else:
-            self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(g * h)]))
+            self._add(runs_t, runs_col, sizes[runs_j], np.full(types, -inf), np.array(capacities, float) * h)
+            self._add(runs_j, runs_col, np.ones(len(runs_j)), np.full(n, -inf), np.full(n, float(h)))
 
         self.welfare = np.zeros(cols)
         self.welfare[self.u : self.u + n] = fairness.weights / (n * h)
@@ -237,15 +305,16 @@ class _Model:
         welfare_cols = np.arange(self.u, self.u + n)
         self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]), np.array([inf]))
         self.completion = np.zeros(cols)
-        self.completion[:n] = 1.0 / cap.astype(float) ** 2
+        self.completion[runs_col] = runs_v * (1.0 / cap.astype(float) ** 2)[runs_j]
 
         r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
         matrix = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(self._rows, cols))
         cost = self.welfare.copy()
         cost[self.makespan] = -config.k * t
-        lower = np.concatenate([np.zeros(n), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
-        upper = np.concatenate([cap.astype(float), np.zeros(n), fairness.leftover_ub, [inf]])
-        integer = [highspy.HighsVarType.kInteger] * n + [highspy.HighsVarType.kContinuous] * (2 * n + 1)
+        lower = np.concatenate([np.zeros(n * types), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
+        upper = np.concatenate([inputs.type_cap.ravel().astype(float), np.zeros(n), fairness.leftover_ub, [inf]])
+        counted = highspy.HighsVarType.kInteger if types == 1 else highspy.HighsVarType.kContinuous
+        integer = [counted] * (n * types) + [highspy.HighsVarType.kContinuous] * (2 * n + 1)
         if exact:
             lower = np.concatenate([lower, np.zeros(n * h)])
             upper = np.concatenate([upper, np.ones(n * h)])
@@ -267,10 +336,38 @@ class _Model:
         self._rows += len(lo)
 
 
+def _rounded(relaxed: np.ndarray, inputs: MarketInputs) -> np.ndarray:
+    """Whole rounds per job and type from the relaxation's: down, then the largest fractions up (ties: job, type)
+    while the type's GPU-rounds, the window and the job's cap on that type allow."""
+    whole = np.floor(relaxed + 1e-9).astype(int)
+    fraction = relaxed - whole
+    sizes = inputs.scale_factors.astype(int)
+    room = np.array(inputs.capacities) * inputs.rounds - sizes @ whole
+    total = whole.sum(axis=1)
+    cap = inputs.type_cap
+    n, types = whole.shape
+    for index in np.lexsort((np.arange(n * types), -fraction.ravel())):
+        j, t = divmod(int(index), types)
+        if fraction[j, t] <= 1e-9:
+            break
+        if whole[j, t] < cap[j, t] and total[j] < inputs.rounds and sizes[j] <= room[t]:
+            whole[j, t] += 1
+            total[j] += 1
+            room[t] -= sizes[j]
+    return whole
+
+
+def _ranges(lengths: np.ndarray) -> np.ndarray:
+    """0..l-1 for each l, concatenated."""
+    starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return np.arange(int(lengths.sum())) - starts
+
+
 def progress_log(inputs: MarketInputs, config: ShockwaveConfig) -> np.ndarray:
-    """g_j(c): the piecewise-linear log of job j's normalised progress after c rounds, for c = 0..H (n x H+1)."""
+    """g_j(e): the piecewise-linear log of job j's normalised progress after e effective rounds, for e = 0..the
+    most a window gives (n x that+1; on one type e = c and the window is H rounds)."""
     epochs_per_round = inputs.round_s / np.where(inputs.epoch_s > 0, inputs.epoch_s, np.inf)
-    granted = np.arange(inputs.rounds + 1)
+    granted = np.arange(inputs.effective_rounds + 1)
     y = np.minimum(
         1.0, (inputs.progress[:, None] + granted[None, :] * epochs_per_round[:, None]) / inputs.epochs[:, None]
     )
@@ -282,7 +379,7 @@ def _chords(inputs: MarketInputs, config: ShockwaveConfig) -> tuple[np.ndarray, 
     """u_j <= g_j(k) + s_jk (c_j - k) for each distinct chord k -> k+1 below job j's cap, as (job, rhs, slope)."""
     values = progress_log(inputs, config)
     slopes = np.diff(values, axis=1)
-    k = np.arange(inputs.rounds)
+    k = np.arange(inputs.effective_rounds)
     below_cap = k[None, :] < inputs.round_cap[:, None]
     bends = np.ones_like(below_cap)
     bends[:, 1:] = ~np.isclose(slopes[:, 1:], slopes[:, :-1], rtol=1e-12, atol=1e-12)
@@ -305,8 +402,10 @@ def _check_finite(inputs: MarketInputs, fairness: Fairness) -> None:
         ("progress", inputs.progress),
         ("epochs", inputs.epochs),
         ("weights", fairness.weights),
+        ("speeds", inputs.speed),
     ):
-        bad = np.flatnonzero(~np.isfinite(np.asarray(values, dtype=float)))
+        finite = np.isfinite(np.asarray(values, dtype=float)).reshape(len(values), -1)
+        bad = np.flatnonzero(~finite.all(axis=1))
         if len(bad):
             raise SolverFailure(f"the market's {name} is non-finite for job rows {bad[:5].tolist()}")
     if np.isnan(fairness.leftover_ub).any():

@@ -110,3 +110,75 @@ def fill(layout: list[list[int]], sizes: np.ndarray, gpus: int, remaining_s: np.
                 free -= int(sizes[j])
         filled.append(jobs + extra)
     return filled
+
+
+Placed = tuple[int, int]
+"""A job row and the index of the GPU type it runs on."""
+
+
+def pack_types(
+    by_type: np.ndarray,
+    sizes: np.ndarray,
+    capacities: tuple[int, ...],
+    rounds: int,
+    urgency: np.ndarray,
+    late: np.ndarray,
+    before: dict[int, int],
+) -> list[list[Placed]]:
+    """The layout on several GPU types: each round, while gangs fit, the same order as `pack` (jobs that need
+    every remaining round, late jobs, jobs that ran the round before, then by weight), each job on the type it ran
+    on the round before when it still has rounds there, else on the type it has most rounds left on (so a job moves
+    between types at most once per plan, and never without the market having granted it rounds there). Never
+    fails: a job that must run but finds no room loses that round (the next solve gives it again)."""
+    left = by_type.astype(int).copy()
+    weight = _copy_weight(left.sum(axis=1), urgency)
+    by_weight = [int(j) for j in np.lexsort((np.arange(len(left)), -weight)) if left[j].sum() > 0]
+    layout: list[list[Placed]] = []
+    for h in range(rounds):
+        remaining = rounds - h
+        total = left.sum(axis=1)
+        must = [j for j in by_weight if total[j] >= remaining]
+        rest = sorted((j for j in by_weight if 0 < total[j] < remaining), key=lambda j: (not late[j], j not in before))
+        free = list(capacities)
+        placed: list[Placed] = []
+        for j in must + rest:
+            options = [t for t in range(len(free)) if left[j, t] > 0 and sizes[j] <= free[t]]
+            if options:
+                t = before[j] if before.get(j) in options else max(options, key=lambda t: (left[j, t], -t))
+                placed.append((j, t))
+                free[t] -= int(sizes[j])
+                left[j, t] -= 1
+            elif total[j] >= remaining:
+                left[j, int(np.argmax(left[j]))] -= 1
+        layout.append(placed)
+        before = dict(placed)
+    return layout
+
+
+def fill_types(
+    layout: list[list[Placed]],
+    sizes: np.ndarray,
+    capacities: tuple[int, ...],
+    speeds: np.ndarray,
+    remaining_s: np.ndarray,
+) -> list[list[Placed]]:
+    """`fill` on several types: idle GPUs go to jobs not in the round, longest predicted remaining runtime first,
+    each on the type with room where it runs fastest (ties: the cluster's order)."""
+    longest_first = np.lexsort((np.arange(len(remaining_s)), -remaining_s))
+    filled = []
+    for placed in layout:
+        free = list(capacities)
+        for j, t in placed:
+            free[t] -= int(sizes[j])
+        present = {j for j, _ in placed}
+        extra: list[Placed] = []
+        for j in longest_first:
+            if max(free) <= 0:
+                break
+            options = [t for t in range(len(free)) if speeds[j, t] > 0 and sizes[j] <= free[t]]
+            if j not in present and options:
+                t = max(options, key=lambda t: (speeds[j, t], -t))
+                extra.append((int(j), t))
+                free[t] -= int(sizes[j])
+        filled.append(placed + extra)
+    return filled

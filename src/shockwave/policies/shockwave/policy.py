@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from shockwave.core.plan import RoundPlan
+from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
 from shockwave.core.state import JobState
 from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -33,7 +33,7 @@ from shockwave.policies.shockwave.market import (
     SolverFailure,
     solve_market,
 )
-from shockwave.policies.shockwave.packing import arrange, fill, pack
+from shockwave.policies.shockwave.packing import Placed, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
 
 log = logging.getLogger(__name__)
@@ -81,24 +81,27 @@ class SolverStats:
 class ShockwavePolicy(Policy):
     name = "shockwave"
     plans_gpu_types = True
-    """On several GPU types the market sees the cluster's GPUs as one pool, forecasts at the default type's rates,
-    and each round's jobs take their fastest type with room (`plan_fastest_first`): it runs, and uses every type,
-    but does not plan types; the heterogeneity-aware market is a later step."""
+    """On several GPU types the market plans each job's rounds per type, in equal-share time (`market.py`)."""
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
         self.forecasts: dict[int, JobForecast] = {}
         self.targets = FinishTimeTargets()
         self.plan_start = 0
-        self.rounds: list[list[int]] = []
-        self.last_counts: dict[int, int] = {}
-        self.last_run: set[int] = set()
+        self.rounds: list[list[tuple[int, str]]] = []
+        """The window's rounds: (job id, GPU type) in the order they are planned."""
+        self.last_counts: dict[int, list[int]] = {}
+        """Rounds per type each job got in the last solve (the next solve's warm start)."""
+        self.last_run: dict[int, str] = {}
+        """The type each job of the last planned round runs on."""
         self.job_set_changed = True
         self.stats = SolverStats()
 
     # -- what happened ---------------------------------------------------------------------------------------------
     def job_added(self, view: SchedulerView, job: JobState) -> None:
-        self.forecasts[job.id] = JobForecast(job.profile, job.family.dataset_size, submit_s=view.now)
+        cluster = view.cluster
+        shares = {pool.gpu_type: pool.gpus / cluster.gpus for pool in cluster.pools}
+        self.forecasts[job.id] = JobForecast(job.profile, job.family.dataset_size, view.now, shares)
         self.job_set_changed = True
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
@@ -107,7 +110,7 @@ class ShockwavePolicy(Policy):
         self.job_set_changed = True
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
-        self.forecasts[job.id].record(steps, exec_s, job.batch_size)
+        self.forecasts[job.id].record(steps, exec_s, job.batch_size, self.last_run.get(job.id))
 
     # -- what it has learnt ------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -115,9 +118,9 @@ class ShockwavePolicy(Policy):
             "forecasts": {str(j): forecast.state_dict() for j, forecast in self.forecasts.items()},
             "targets": self.targets.state_dict(),
             "plan_start": self.plan_start,
-            "rounds": [list(jobs) for jobs in self.rounds],
+            "rounds": [[[j, t] for j, t in placed] for placed in self.rounds],
             "last_counts": json_ids(self.last_counts),
-            "last_run": sorted(self.last_run),
+            "last_run": json_ids(self.last_run),
             "job_set_changed": self.job_set_changed,
             "stats": asdict(self.stats),
         }
@@ -126,9 +129,9 @@ class ShockwavePolicy(Policy):
         self.forecasts = int_ids(state["forecasts"], JobForecast.from_state_dict)
         self.targets.load_state_dict(state["targets"])
         self.plan_start = int(state["plan_start"])
-        self.rounds = [[int(j) for j in jobs] for jobs in state["rounds"]]
-        self.last_counts = int_ids(state["last_counts"], int)
-        self.last_run = {int(j) for j in state["last_run"]}
+        self.rounds = [[(int(j), str(t)) for j, t in placed] for placed in state["rounds"]]
+        self.last_counts = int_ids(state["last_counts"], lambda counts: [int(c) for c in counts])
+        self.last_run = int_ids(state["last_run"], str)
         self.job_set_changed = bool(state["job_set_changed"])
         self.stats = SolverStats.from_state_dict(state["stats"])
 
@@ -140,22 +143,29 @@ class ShockwavePolicy(Policy):
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
             offset = 0
-        plan = view.plan_fastest_first(j for j in self.rounds[offset] if j in view.jobs)
-        self.last_run = set(plan.job_ids)
-        return plan
+        placed = [(j, t) for j, t in self.rounds[offset] if j in view.jobs]
+        self.last_run = dict(placed)
+        return RoundPlan(tuple(Assignment((j,), t, view.jobs[j].scale_factor) for j, t in placed))
 
     def _replan(self, view: SchedulerView) -> None:
         started = time.perf_counter()
         ids = sorted(view.jobs)
         inputs, fairness_view = self._observe(view, ids)
         try:
-            layout = self._solve(inputs, fairness_view, ids)
+            layout = self._solve(inputs, fairness_view, ids, view.cluster.types)
         except SolverFailure as exc:
             log.warning("round %d: %s; keeping the previous plan", view.round_index, exc)
             self.stats.fallbacks += 1
             layout = self._previous_plan(view, ids)
-        rows = fill(layout, inputs.scale_factors, inputs.gpus, inputs.remaining_s)
-        self.rounds = [[ids[r] for r in jobs] for jobs in rows]
+        types = view.cluster.types
+        if len(types) == 1:
+            rows = fill(
+                [[r for r, _ in placed] for placed in layout], inputs.scale_factors, inputs.gpus, inputs.remaining_s
+            )
+            layout = [[(r, 0) for r in jobs] for jobs in rows]
+        else:
+            layout = fill_types(layout, inputs.scale_factors, inputs.capacities, inputs.speed, inputs.remaining_s)
+        self.rounds = [[(ids[r], types[t]) for r, t in placed] for placed in layout]
         self.plan_start = view.round_index
         self.job_set_changed = False
         self.stats.solves += 1
@@ -172,7 +182,7 @@ class ShockwavePolicy(Policy):
             ]
         )
         for j, f, p in zip(ids, forecasts, progress, strict=True):
-            f.observe(int(p), jobs[j].batch_size, jobs[j].rate(view.cluster.default_type))
+            f.observe(int(p), jobs[j].batch_size, _runnable_rates(view, jobs[j]))
         remaining = np.array([f.remaining_runtime(p) for f, p in zip(forecasts, progress, strict=True)])
         epochs = np.array([f.epochs for f in forecasts])
         share = equal_share(view.cluster.gpus, len(ids))
@@ -193,6 +203,8 @@ class ShockwavePolicy(Policy):
             gpus=view.cluster.gpus,
             rounds=self.config.future_rounds,
             round_s=view.round_seconds,
+            gpus_by_type=tuple(pool.gpus for pool in view.cluster.pools),
+            speeds=np.array([f.speeds(jobs[j].batch_size) for j, f in zip(ids, forecasts, strict=True)]),
         )
         fairness_view = FairnessView(
             now_s=view.now,
@@ -205,17 +217,36 @@ class ShockwavePolicy(Policy):
         )
         return inputs, fairness_view
 
-    def _solve(self, inputs: MarketInputs, view: FairnessView, ids: list[int]) -> list[list[int]]:
+    def _solve(
+        self, inputs: MarketInputs, view: FairnessView, ids: list[int], types: tuple[str, ...]
+    ) -> list[list[Placed]]:
         cfg = self.config
-        start = np.array([self.last_counts.get(j, 0) for j in ids])
+        start = np.array([self.last_counts.get(j, [0] * len(types)) for j in ids])
         solution = self._market(inputs, view, start, exact=False)
-        self.last_counts = dict(zip(ids, solution.counts.tolist(), strict=True))
+        self.last_counts = dict(zip(ids, solution.by_type.tolist(), strict=True))
         urgency = view.urgency(cfg.lam, cfg.rhomax)
         late = view.late(cfg.rhomax)
+        sizes = inputs.scale_factors
+        if len(types) > 1:
+            before = {r: types.index(self.last_run[j]) for r, j in enumerate(ids) if j in self.last_run}
+            return pack_types(solution.by_type, sizes, inputs.capacities, inputs.rounds, urgency, late, before)
         running = {r for r, j in enumerate(ids) if j in self.last_run}
-        layout = pack(solution.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
-        if layout is not None:
-            return layout
+        layout = pack(solution.counts, sizes, inputs.gpus, inputs.rounds, urgency, late, running)
+        if layout is None:
+            layout = self._exact_layout(inputs, view, start, urgency, late, running)
+        return [[(r, 0) for r in jobs] for jobs in layout]
+
+    def _exact_layout(
+        self,
+        inputs: MarketInputs,
+        view: FairnessView,
+        start: np.ndarray,
+        urgency: np.ndarray,
+        late: np.ndarray,
+        running: set[int],
+    ) -> list[list[int]]:
+        """One type, when the counts cannot be laid out greedily: the per-round program's counts laid out, else its
+        own rounds."""
         self.stats.exact += 1
         exact = self._market(inputs, view, start, exact=True)
         layout = pack(exact.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
@@ -239,13 +270,19 @@ class ShockwavePolicy(Policy):
         self.stats.node_limited += solution.limited
         return solution
 
-    def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[int]]:
-        """What is left of the last plan, in rows of the current job list."""
+    def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[Placed]]:
+        """What is left of the last plan, in rows of the current job list and indices of the cluster's types."""
         row = {j: r for r, j in enumerate(ids)}
+        types = view.cluster.types
         offset = view.round_index - self.plan_start
         rest = self.rounds[offset:] if 0 <= offset < len(self.rounds) else []
-        rest = [[row[j] for j in jobs if j in row] for jobs in rest]
-        return rest + [[] for _ in range(self.config.future_rounds - len(rest))]
+        layout = [[(row[j], types.index(t)) for j, t in placed if j in row] for placed in rest]
+        return layout + [[] for _ in range(self.config.future_rounds - len(layout))]
 
     def summary(self) -> dict[str, Any]:
         return {"solver": self.stats.summary(), "config": self.config.to_json()}
+
+
+def _runnable_rates(view: SchedulerView, job: JobState) -> dict[str, float]:
+    """The job's steps/s on each type it can run on: a rate above zero and a pool that holds its gang."""
+    return {t: rate for t, rate in job.rates.items() if rate > 0 and job.scale_factor <= view.cluster.pool(t).gpus}

@@ -12,25 +12,41 @@ Where the reference peeks at its profile, this forecast uses what the job really
 - a mode's epoch duration is measured once the job has run at that batch size; other modes use the profile,
   rescaled when the job's measured speed at the batch sizes it did run differs from the profile's by more than 40%
   (the reference's calibration tolerance, applied like for like instead of across different batch sizes).
+
+On a cluster of several GPU types (spec's reference: one type only) durations are kept per type: a type's epoch
+duration is measured once the job has run there at that batch size, else it is the profile's (on the profile's
+type) times the throughput table's ratio between the two types, calibrated per type as above. The forecast itself
+is in equal-share seconds: an epoch's duration when the job's time is split over the types in proportion to their
+sizes (1 / sum_t (n_t / G) / d_t, Gavel's proportional share), so a target or a rho means the same on any mix of
+types, and one type gives exactly the homogeneous forecast.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 CALIBRATION_TOLERANCE = 0.4
 """Relative disagreement between measured and profiled speed beyond which unmeasured modes are rescaled."""
+PROFILE_TYPE = DEFAULT_GPU_TYPE
+"""The GPU type a job's profile is timed on (`build_profile` asks the throughput model for its default type)."""
 
 
 class JobForecast:
-    def __init__(self, profile: JobProfile, dataset_size: int, submit_s: float) -> None:
+    def __init__(
+        self, profile: JobProfile, dataset_size: int, submit_s: float, shares: Mapping[str, float] | None = None
+    ) -> None:
         self.epochs = profile.epochs
         self.dataset_size = dataset_size
         self.submit_s = submit_s
+        self.shares = dict(shares) if shares else {PROFILE_TYPE: 1.0}
+        """Each GPU type's share of the cluster's GPUs (n_t / G), in the cluster's order."""
         planned = np.asarray(profile.batch_sizes)
         durations = np.asarray(profile.epoch_durations, dtype=float)
         self.profiled_duration = {int(b): float(durations[planned == b].mean()) for b in np.unique(planned)}
@@ -38,8 +54,10 @@ class JobForecast:
         """Batch size each epoch started so far trained with."""
         self.nominal_duration: dict[int, float] = {}
         """Epoch duration at batch sizes the profile does not plan, from the scheduler's throughput."""
-        self.measured: dict[int, list[float]] = {}
-        """Batch size -> [samples, seconds] measured while running at it."""
+        self.slowdown: dict[str, float] = dict.fromkeys(self.shares, 1.0)
+        """Seconds on each type per second on the profile's type, from the table's rates (inf: cannot run there)."""
+        self.measured: dict[str, dict[int, list[float]]] = {t: {} for t in self.shares}
+        """GPU type -> batch size -> [samples, seconds] measured while running at it there."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything, the profile's part included, so a restored forecast needs no profile."""
@@ -47,10 +65,14 @@ class JobForecast:
             "epochs": self.epochs,
             "dataset_size": self.dataset_size,
             "submit_s": self.submit_s,
+            "shares": dict(self.shares),
             "profiled_duration": {str(bs): d for bs, d in self.profiled_duration.items()},
             "observed": list(self.observed),
             "nominal_duration": {str(bs): d for bs, d in self.nominal_duration.items()},
-            "measured": {str(bs): list(totals) for bs, totals in self.measured.items()},
+            "slowdown": {t: (None if math.isinf(v) else v) for t, v in self.slowdown.items()},
+            "measured": {
+                t: {str(bs): list(totals) for bs, totals in by_size.items()} for t, by_size in self.measured.items()
+            },
         }
 
     @classmethod
@@ -59,62 +81,104 @@ class JobForecast:
         forecast.epochs = int(state["epochs"])
         forecast.dataset_size = int(state["dataset_size"])
         forecast.submit_s = float(state["submit_s"])
+        forecast.shares = {str(t): float(v) for t, v in state["shares"].items()}
         forecast.profiled_duration = {int(bs): float(d) for bs, d in state["profiled_duration"].items()}
         forecast.observed = [int(bs) for bs in state["observed"]]
         forecast.nominal_duration = {int(bs): float(d) for bs, d in state["nominal_duration"].items()}
+        forecast.slowdown = {str(t): math.inf if v is None else float(v) for t, v in state["slowdown"].items()}
         forecast.measured = {
-            int(bs): [float(samples), float(seconds)] for bs, (samples, seconds) in state["measured"].items()
+            str(t): {int(bs): [float(samples), float(seconds)] for bs, (samples, seconds) in by_size.items()}
+            for t, by_size in state["measured"].items()
         }
         return forecast
 
-    def observe(self, progress: int, batch_size: int, steps_per_s: float) -> None:
-        """The job is in epoch `progress`, at `batch_size` and `steps_per_s` as far as the scheduler knows.
+    def observe(self, progress: int, batch_size: int, rates: Mapping[str, float]) -> None:
+        """The job is in epoch `progress`, at `batch_size` and `rates` (steps/s per GPU type it can run on) as far
+        as the scheduler knows.
 
         Epochs first seen now are attributed to that batch size; a batch size the profile never planned gets its
-        epoch duration from that speed until the job has run at it.
+        epoch duration from that speed until the job has run at it. The rates' ratios to the profile's type (or
+        to the first type the job runs on, when the cluster lacks it) become each type's slowdown.
         """
         upto = min(progress, self.epochs - 1) + 1
         self.observed.extend([batch_size] * (upto - len(self.observed)))
-        if batch_size not in self.profiled_duration and steps_per_s > 0:
-            self.nominal_duration[batch_size] = self.dataset_size / batch_size / steps_per_s
+        base = rates.get(PROFILE_TYPE, 0.0) or next((r for r in rates.values() if r > 0), 0.0)
+        if base > 0:
+            self.slowdown = {t: base / r if (r := rates.get(t, 0.0)) > 0 else math.inf for t in self.shares}
+            if batch_size not in self.profiled_duration:
+                self.nominal_duration[batch_size] = self.dataset_size / batch_size / base
 
-    def record(self, steps: int, seconds: float, batch_size: int) -> None:
-        """A round the job ran: `steps` global minibatches of `batch_size` samples in `seconds`."""
+    def record(self, steps: int, seconds: float, batch_size: int, gpu_type: str | None = None) -> None:
+        """A round the job ran on `gpu_type` (default: the first): `steps` global minibatches of `batch_size`
+        samples in `seconds`."""
         if seconds > 0 and steps > 0:
-            totals = self.measured.setdefault(batch_size, [0.0, 0.0])
+            by_size = self.measured[gpu_type or next(iter(self.shares))]
+            totals = by_size.setdefault(batch_size, [0.0, 0.0])
             totals[0] += steps * batch_size
             totals[1] += seconds
 
-    def calibration(self) -> float:
-        """Measured over profiled time for the same samples at the same batch sizes, when they disagree."""
+    def calibration(self, gpu_type: str | None = None) -> float:
+        """Measured over profiled time for the same samples at the same batch sizes on `gpu_type` (default: the
+        first), when they disagree."""
+        gpu_type = gpu_type or next(iter(self.shares))
         measured = profiled = 0.0
-        for bs, (samples, seconds) in self.measured.items():
+        for bs, (samples, seconds) in self.measured[gpu_type].items():
             if bs in self.profiled_duration:
                 measured += seconds
                 profiled += samples / self.dataset_size * self.profiled_duration[bs]
-        if profiled <= 0 or abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:
+        if profiled <= 0:
+            return 1.0
+        profiled *= self.slowdown[gpu_type]
+        if abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:
             return 1.0
         return measured / profiled
 
-    def epoch_duration(self, batch_size: int, calibration: float) -> float:
-        samples, seconds = self.measured.get(batch_size, (0.0, 0.0))
+    def epoch_duration(self, batch_size: int, calibration: float, gpu_type: str | None = None) -> float:
+        """Seconds per epoch at `batch_size` on `gpu_type` (default: the first), given that type's calibration."""
+        gpu_type = gpu_type or next(iter(self.shares))
+        samples, seconds = self.measured[gpu_type].get(batch_size, (0.0, 0.0))
         if samples > 0:
             return self.dataset_size * seconds / samples
         if batch_size in self.profiled_duration:
-            return self.profiled_duration[batch_size] * calibration
-        return self.nominal_duration[batch_size]
+            return self.profiled_duration[batch_size] * self.slowdown[gpu_type] * calibration
+        return self.nominal_duration[batch_size] * self.slowdown[gpu_type]
+
+    def type_durations(self, batch_size: int) -> dict[str, float]:
+        """Seconds per epoch at `batch_size` on every type (inf where the job cannot run)."""
+        return {t: self.epoch_duration(batch_size, self.calibration(t), t) for t in self.shares}
+
+    def equal_share_durations(self) -> dict[int, float]:
+        """`equal_share_duration` at every batch size the job has trained or may train at."""
+        calibrations = {t: self.calibration(t) for t in self.shares}
+        return {bs: self._equal_share(bs, calibrations) for bs in set(self.profiled_duration) | set(self.observed)}
+
+    def equal_share_duration(self, batch_size: int) -> float:
+        """Seconds per epoch with the job's time split over the types in proportion to their sizes (one type:
+        that type's duration)."""
+        return self._equal_share(batch_size, {t: self.calibration(t) for t in self.shares})
+
+    def _equal_share(self, batch_size: int, calibrations: dict[str, float]) -> float:
+        by_type = [self.epoch_duration(batch_size, calibrations[t], t) for t in self.shares]
+        if len(by_type) == 1:
+            return by_type[0]
+        return 1.0 / sum(share / d for share, d in zip(self.shares.values(), by_type, strict=True))
+
+    def speeds(self, batch_size: int) -> np.ndarray:
+        """Equal-share seconds of work one second on each type does, in the cluster's order (0: cannot run)."""
+        share = self.equal_share_duration(batch_size)
+        return np.array([share / d for d in self.type_durations(batch_size).values()])
 
     def elapsed(self, progress: float) -> float:
-        """Isolated time of the first `progress` epochs at the batch sizes they ran with."""
-        calibration = self.calibration()
+        """Equal-share time of the first `progress` epochs at the batch sizes they ran with."""
+        durations = self.equal_share_durations()
         whole = int(progress)
-        done = sum(self.epoch_duration(bs, calibration) for bs in self.observed[:whole])
+        done = sum(durations[bs] for bs in self.observed[:whole])
         if whole < len(self.observed):
-            done += (progress - whole) * self.epoch_duration(self.observed[whole], calibration)
+            done += (progress - whole) * durations[self.observed[whole]]
         return done
 
     def remaining_runtime(self, progress: float) -> float:
-        """Isolated time still needed after `progress` epochs (fractional: the epoch in progress counts in part).
+        """Equal-share time still needed after `progress` epochs (fractional: the epoch in progress counts in part).
 
         The Dirichlet forecast covers the epochs after the one in progress (whose batch size is observed); the
         rest of the current epoch is added at its batch size. (The reference leaves it out, so a job in its last
@@ -123,13 +187,14 @@ class JobForecast:
         whole = int(progress)
         if whole >= self.epochs:
             return 0.0
-        current = self.epoch_duration(self.observed[whole], self.calibration()) * (1 - (progress - whole))
-        return current + self._forecast(whole)
+        durations = self.equal_share_durations()
+        current = durations[self.observed[whole]] * (1 - (progress - whole))
+        return current + self._forecast(whole, durations)
 
     def after_current(self, progress: float) -> float:
-        return self._forecast(int(progress)) if progress < self.epochs else 0.0
+        return self._forecast(int(progress), self.equal_share_durations()) if progress < self.epochs else 0.0
 
-    def _forecast(self, progress: int) -> float:
+    def _forecast(self, progress: int, durations: dict[int, float]) -> float:
         """R_j: expected time of the epochs after epoch `progress` (spec §4.3)."""
         remaining = self.epochs - progress
         modes = sorted(set(self.profiled_duration) | set(self.observed))
@@ -143,6 +208,4 @@ class JobForecast:
         subtracted = np.minimum(observed, np.floor(expected + 1e-9))
         expected -= subtracted
         inflated = max(self.epochs - int(subtracted.sum()) + 1, remaining)
-        calibration = self.calibration()
-        durations = np.array([self.epoch_duration(bs, calibration) for bs in modes])
-        return float(remaining / inflated * (expected @ durations))
+        return float(remaining / inflated * (expected @ np.array([durations[bs] for bs in modes])))
