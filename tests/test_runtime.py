@@ -314,11 +314,12 @@ def leases_by_job(backend: FakeBackend) -> dict[int, list[str]]:
     return types
 
 
+@pytest.mark.parametrize("policy", ["max_min_fairness_perf", "shockwave"])
 def test_a_run_on_two_gpu_types_puts_every_lease_on_the_type_its_plan_names(
-    typed: dict[str, Path], tmp_path: Path
+    typed: dict[str, Path], tmp_path: Path, policy: str
 ) -> None:
     fake = FakeBackend(TYPED, steps_per_s=TYPED_RATES)
-    result = run(typed_request(typed, tmp_path), lambda req: fake)
+    result = run(typed_request(typed, tmp_path, policy), lambda req: fake)
     assert result["unfinished_jobs"] == [] and result["cluster"] == "v100:2,k80:2" and result["gpus"] == 4
     assert fake.refused == []  # the plans fit each type's pool, and kept or moved jobs never overfilled one
     planned = leases_by_job(fake)
