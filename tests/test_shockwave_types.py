@@ -19,7 +19,8 @@ from shockwave.policies.shockwave.market import Fairness, MarketInputs, log_segm
 from shockwave.policies.shockwave.packing import pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
 from shockwave.workload_model.generator import GeneratorParams, generate
-from shockwave.workload_model.profile import JobProfile, isolated_time
+from shockwave.workload_model.profile import JobProfile, build_profile, isolated_time
+from shockwave.workload_model.summary import cluster_makespan_lower_bound
 from shockwave.workload_model.throughput import TableThroughputs, load_throughputs
 from shockwave.workload_model.trace import catalog_job, write_trace
 
@@ -250,3 +251,15 @@ def test_shockwave_plans_every_type_moves_jobs_rarely_and_repeats_itself(dynamic
                 kept += before[job] == gpu_type
                 moved += before[job] != gpu_type
     assert moved <= 0.1 * (kept + moved), (moved, kept)
+
+
+def test_fluid_makespan_bound_splits_work_over_types() -> None:
+    """Two jobs of 100 s alone on the V100, 300 s on the K80: each does 3/4 of its work on the V100 and 1/4 on the
+    K80 (75 s on each), one V100 then K80 and the other the reverse, so both end at 150 s, which nothing beats."""
+    rate = 1562.5 / 100  # one epoch of ResNet-18 at batch size 32 in 100 s
+    table = TableThroughputs({("v100", "ResNet-18", 32, 1): rate, ("k80", "ResNet-18", 32, 1): rate / 3}, "test")
+    jobs = [catalog_job("ResNet-18", 32, 1, 1563, "static", 0.0) for _ in range(2)]
+    profiles = [build_profile(job, table) for job in jobs]
+    assert cluster_makespan_lower_bound(jobs, profiles, ClusterSpec.parse("v100:1,k80:1"), table) == pytest.approx(150)
+    # On one type the bound is the usual one: all work over the GPUs.
+    assert cluster_makespan_lower_bound(jobs, profiles, ClusterSpec.parse("v100:1"), table) == pytest.approx(200)

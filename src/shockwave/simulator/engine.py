@@ -27,7 +27,7 @@ from shockwave.prices import DEFAULT_PRICES, Prices
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.slo import has_slo, violates_slo
 from shockwave.workload_model.profile import JobProfile, isolated_time
-from shockwave.workload_model.summary import makespan_lower_bound
+from shockwave.workload_model.summary import cluster_makespan_lower_bound
 from shockwave.workload_model.throughput import ThroughputModel
 from shockwave.workload_model.trace import TraceJob
 
@@ -303,7 +303,9 @@ class Simulator:
             makespan_s=self.view.now,
             gpu_busy_s=self.gpu_busy,
             num_rounds=len(self.placements),
-            makespan_lower_bound_s=makespan_lower_bound(self.specs, self.profiles, self.cluster.gpus),
+            makespan_lower_bound_s=cluster_makespan_lower_bound(
+                self.specs, self.profiles, self.cluster, self.throughputs
+            ),
         )
         busy = {t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) for t in self.cluster.types}
         if len(self.cluster.types) > 1:

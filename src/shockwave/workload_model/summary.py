@@ -5,8 +5,18 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from shockwave.cluster import ClusterSpec
+from shockwave.workload_model.catalog import family
 from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
 from shockwave.workload_model.trace import TraceJob
+
+ARRIVAL_CUTS = 21
+"""Arrival quantiles at which the fluid bound checks that later jobs fit the cluster after them."""
 
 
 def makespan_lower_bound(jobs: list[TraceJob], profiles: list[JobProfile], gpus: int | None) -> float:
@@ -15,6 +25,64 @@ def makespan_lower_bound(jobs: list[TraceJob], profiles: list[JobProfile], gpus:
     if gpus:
         bound = max(bound, gpu_seconds(jobs, profiles) / gpus)
     return bound
+
+
+def cluster_makespan_lower_bound(
+    jobs: list[TraceJob], profiles: list[JobProfile], cluster: ClusterSpec, throughputs: ThroughputModel
+) -> float:
+    """`makespan_lower_bound` on one type. On several, a fluid bound: the least T for which each job's work can
+    be split over the types (f_jt of it on type t, taking f_jt x its time alone there) so that every job fits
+    between its arrival and T, and the jobs arriving at or after each of ARRIVAL_CUTS arrival quantiles tau fit each
+    type's GPU-time between tau and T. (Arrival plus the time alone on one type is no bound when another type is
+    faster for some jobs, and total work over GPUs depends on where the work runs.)"""
+    if len(cluster.pools) == 1:
+        return makespan_lower_bound(jobs, profiles, cluster.gpus)
+    alone = np.array(
+        [
+            [_time_alone(job, p, throughputs, pool.gpu_type, pool.gpus) for pool in cluster.pools]
+            for job, p in zip(jobs, profiles, strict=True)
+        ]
+    )
+    n, types = alone.shape
+    runs = np.isfinite(alone)
+    seconds = np.where(runs, alone, 0.0)
+    arrivals = np.array([job.arrival for job in jobs])
+    gangs = np.array([job.scale_factor for job in jobs], dtype=float)
+    columns = n * types + 1
+    rows, cols, values, bounds = [], [], [], []
+    for i in range(n):  # sum_t f_it T_it - T <= -a_i
+        rows += [len(bounds)] * (types + 1)
+        cols += [*range(i * types, (i + 1) * types), columns - 1]
+        values += [*seconds[i], -1.0]
+        bounds.append(-arrivals[i])
+    for tau in np.unique(np.quantile(arrivals, np.linspace(0, 1, ARRIVAL_CUTS))):
+        later = np.flatnonzero(arrivals >= tau)
+        for t, pool in enumerate(cluster.pools):  # sum_{a_i >= tau} sf_i f_it T_it - n_t T <= -n_t tau
+            rows += [len(bounds)] * (len(later) + 1)
+            cols += [*(later * types + t), columns - 1]
+            values += [*(gangs[later] * seconds[later, t]), -float(pool.gpus)]
+            bounds.append(-pool.gpus * tau)
+    matrix = sp.csr_matrix((values, (rows, cols)), shape=(len(bounds), columns))
+    shares = sp.csr_matrix((np.ones(n * types), (np.repeat(np.arange(n), types), np.arange(n * types))), (n, columns))
+    cost = np.zeros(columns)
+    cost[-1] = 1.0
+    limits = [(0.0, 1.0 if ok else 0.0) for ok in runs.ravel()] + [(0.0, None)]
+    fluid = linprog(cost, A_ub=matrix, b_ub=bounds, A_eq=shares, b_eq=np.ones(n), bounds=limits, method="highs")
+    return float(fluid.x[-1]) if fluid.status == 0 else makespan_lower_bound(jobs, profiles, cluster.gpus)
+
+
+def _time_alone(job: TraceJob, profile: JobProfile, throughputs: ThroughputModel, gpu_type: str, gpus: int) -> float:
+    """The job's epochs at their planned batch sizes, alone on a gang of `gpu_type` (inf where it cannot run)."""
+    if job.scale_factor > gpus:
+        return np.inf
+    fam = family(job.model)
+    total = 0.0
+    for bs, epochs, _ in profile.runs:
+        rate = rate_or_zero(throughputs, fam.name, bs, job.scale_factor, gpu_type)
+        if rate <= 0:
+            return np.inf
+        total += epochs * fam.dataset_size / bs / rate
+    return total
 
 
 def gpu_seconds(jobs: list[TraceJob], profiles: list[JobProfile]) -> float:
