@@ -110,7 +110,7 @@ class Twinned(Policy):
     def __init__(self, make: Callable[[], Policy], workload: tuple[list[TraceJob], list[JobProfile]]) -> None:
         self.make, self.workload = make, workload
         self.original = make()
-        self.name = self.original.name
+        self.name, self.plans_gpu_types = self.original.name, self.original.plans_gpu_types
         self.copies: list[Policy] = []
         self.compared = 0
         self.before, self.after = {1, 5, 12}, {3, 9, 20}
@@ -166,6 +166,19 @@ def test_a_restored_policy_plans_every_later_round_as_the_original(name: str) ->
     result = Simulator(*workload, load_throughputs(None), ClusterSpec.of(4), twinned, mechanics).run()
     assert result.summary["unfinished_jobs"] == []
     assert len(twinned.copies) == 6 and twinned.compared > 6 * 10
+    final = without_timing(twinned.original.state_dict())
+    assert all(without_timing(copy.state_dict()) == final for copy in twinned.copies)
+
+
+@pytest.mark.parametrize("name", ["shockwave", "max_min_fairness_perf"])
+def test_a_restored_policy_plans_as_the_original_on_several_gpu_types(name: str) -> None:
+    """Shockwave's per-type plan, warm start and per-type measurements survive the journal too."""
+    workload = small_workload()
+    twinned = Twinned(lambda: make_policy_offering(name, min_realloc_interval_s=240.0), workload)
+    cluster = ClusterSpec.parse("v100:4,p100:2,k80:2")
+    result = Simulator(*workload, load_throughputs(None), cluster, twinned, preset("corrected")).run()
+    assert result.summary["unfinished_jobs"] == [] and set(result.summary["utilization_by_type"]) == set(cluster.types)
+    assert len(twinned.copies) >= 5 and twinned.compared > 5 * 10
     final = without_timing(twinned.original.state_dict())
     assert all(without_timing(copy.state_dict()) == final for copy in twinned.copies)
 

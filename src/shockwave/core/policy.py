@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from shockwave.cluster import ClusterSpec
-from shockwave.core.plan import Assignment, RoundPlan
+from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 
 T = TypeVar("T")
@@ -58,23 +58,6 @@ class SchedulerView:
     def plan_on_default_type(self, job_ids: Iterable[int]) -> RoundPlan:
         """Each job alone on its gang of the cluster's default type, in the given order."""
         return RoundPlan.on_type(job_ids, self.jobs, self.cluster.default_type)
-
-    def plan_fastest_first(self, job_ids: Iterable[int]) -> RoundPlan:
-        """Each job alone on its gang, in the given order, on the type where it runs fastest among those with room
-        left for it (ties: the cluster's order); a job no type has room for waits. For a policy that decides which
-        jobs run on the cluster as a whole and leaves the types to this rule."""
-        if len(self.cluster.pools) == 1:
-            return self.plan_on_default_type(job_ids)
-        free = {pool.gpu_type: pool.gpus for pool in self.cluster.pools}
-        assignments = []
-        for job_id in job_ids:
-            job = self.jobs[job_id]
-            fits = [t for t in self.cluster.types if free[t] >= job.scale_factor and job.rate(t) > 0]
-            if fits:
-                gpu_type = max(fits, key=job.rate)
-                free[gpu_type] -= job.scale_factor
-                assignments.append(Assignment((job_id,), gpu_type, job.scale_factor))
-        return RoundPlan(tuple(assignments))
 
 
 class Policy:
