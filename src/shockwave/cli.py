@@ -807,6 +807,103 @@ def run_cmd(
     _exit_if_unfinished([result], allow_unfinished)
 
 
+ServiceDirOpt = Annotated[
+    Path | None,
+    typer.Option("--out", help="The service's folder (that of `shockwave serve`); default: $SHOCKWAVE_SERVICE_DIR."),
+]
+
+
+@app.command("submit")
+def submit_cmd(
+    spec_file: Annotated[
+        Path | None,
+        typer.Argument(metavar="SPEC", help="Job spec (TOML, or JSON); the flags given replace its fields."),
+    ] = None,
+    output: ServiceDirOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="The job's name, unique in the queue.")] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(
+            "--family", help="Model family (ResNet-18, LM, ...); without a command in SPEC, its workload runs."
+        ),
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs of one type the job trains on (default 1).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Length in steps (at the initial batch size).")] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Length in epochs, instead of --steps.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="Initial batch size (default: the family's smallest template).")
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="Batch-size adaptation: static (default), accordion or gns.")
+    ] = None,
+    gpu_types: Annotated[
+        str | None, typer.Option("--gpu-types", help="GPU types it may run on, comma-separated (default: any).")
+    ] = None,
+    weight: Annotated[float | None, typer.Option("--weight", help="Priority weight, > 0 (default 1).")] = None,
+    entity: Annotated[str | None, typer.Option("--entity", help="Who the job belongs to.")] = None,
+) -> None:
+    """Queue a job on the scheduler service; prints its name and id at once (the scheduler admits it next round)."""
+    from shockwave.service.client import ServiceClient
+    from shockwave.service.spec import JobSpec, load_spec
+
+    flags: dict[str, Any] = {
+        "name": name,
+        "family": family,
+        "gpus": gpus,
+        "steps": steps,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "mode": mode,
+        "gpu_types": None if gpu_types is None else [t.strip() for t in gpu_types.split(",")],
+        "weight": weight,
+        "entity": entity,
+    }
+    given = {key: value for key, value in flags.items() if value is not None}
+    spec = load_spec(spec_file, given) if spec_file is not None else JobSpec.from_mapping(given)
+    job = ServiceClient.find(output).submit(spec, spec_file)
+    out.print(f"submitted {job.name} (job {job.id})", markup=False, highlight=False)
+
+
+@app.command("status")
+def status_cmd(
+    output: ServiceDirOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the jobs as JSON on stdout.")] = False,
+) -> None:
+    """The service's queue: each job's state, GPUs, progress, expected finish and finish-time fairness (rho)."""
+    from shockwave.service.client import ServiceClient
+    from shockwave.service.status import queue_table
+
+    jobs = ServiceClient.find(output).jobs()
+    if as_json:
+        print(json.dumps([job.model_dump(mode="json") for job in jobs], indent=1))
+        return
+    out.print(queue_table(jobs) if jobs else "no jobs")
+
+
+@app.command("cancel")
+def cancel_cmd(
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    output: ServiceDirOpt = None,
+) -> None:
+    """Cancel a queued or running job (the scheduler stops a running one); cancelling it again changes nothing."""
+    from shockwave.service.client import ServiceClient
+
+    job = ServiceClient.find(output).cancel(name)
+    out.print(f"cancelled {job.name}", markup=False, highlight=False)
+
+
+@app.command("logs")
+def logs_cmd(
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    output: ServiceDirOpt = None,
+    lines: Annotated[int, typer.Option("--lines", "-n", min=1, help="How many of the last lines.")] = 200,
+) -> None:
+    """The end of a job's output."""
+    from shockwave.service.client import ServiceClient
+
+    sys.stdout.write(ServiceClient.find(output).logs(name, lines))
+
+
 DEMO_POLICIES = "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
 
 

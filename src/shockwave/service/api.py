@@ -1,0 +1,223 @@
+"""The service's HTTP API (FastAPI), which the CLI's `submit`, `status`, `cancel` and `logs` call.
+
+Every route but `/healthz` and the read-only OpenAPI docs asks for `Authorization: Bearer <token>` (the token in
+`DIR/endpoint.json`). A request only reads or writes the store (`shockwave.service.store`) and returns: it never
+waits on the scheduler, so a submission is answered while a round is being solved. Routes are plain functions,
+which FastAPI runs in its thread pool, so SQLite's blocking calls never stall the event loop.
+
+Errors are `{"detail": message, "field": field}` with the field to fix: 400 (a body that cannot be parsed), 401 (no
+or wrong token, field `Authorization`), 404 (no such job), 409 (a name in use, a job already over), 422 (a spec that
+is not valid, or that the cluster can never run), 503 (the store could not be used).
+
+No `from __future__ import annotations` here: FastAPI reads the route functions' annotations at run time, and
+those of functions defined inside `make_app` name its local variables.
+"""
+
+import os
+import secrets
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.telemetry import TelemetryConfig
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException
+
+from shockwave import __version__
+from shockwave.cluster import ClusterSpec
+from shockwave.errors import InputError
+from shockwave.service.spec import JobSpec, describe
+from shockwave.service.store import Job, JobConflict, Store, UnknownJob
+
+MAX_BODY_BYTES = 1 << 20
+"""A spec is a few hundred bytes; its longest command (256 arguments of 1024 characters) fits."""
+NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
+"""FastAPI would otherwise hand requests (headers with the token, bodies, errors) to whatever OpenTelemetry providers
+the process has configured; /metrics is the service's own account."""
+LOG_FOLDER = "logs"
+LOG_TAIL_BYTES = 1 << 20
+"""At most the last MiB of a log is read, however long the job has been writing."""
+
+
+@dataclass(frozen=True)
+class SchedulerMetrics:
+    """What the scheduler loop reports for /metrics, as of its last round."""
+
+    gpu_utilisation: dict[str, float] = field(default_factory=dict)
+    """GPU type -> busy fraction of its GPUs in the last round (0 to 1)."""
+    solve_seconds: float | None = None
+    """How long the policy took to plan the last round."""
+    round_seconds: float | None = None
+    """How long the last round lasted."""
+
+
+class ApiError(BaseModel):
+    """Every error's body."""
+
+    detail: str
+    field: str | None = None
+
+
+class RequestRefused(Exception):
+    """An error answer: status, message and the field (or header) to fix."""
+
+    def __init__(self, status_code: int, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status_code, self.detail, self.field = status_code, detail, field
+
+
+def _answer(status_code: int, detail: str, field: str | None, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(ApiError(detail=detail, field=field).model_dump(), status_code=status_code, headers=headers)
+
+
+class _QueueCollector:
+    """Prometheus gauges, read when scraped: jobs by state from the store, the rest from the scheduler."""
+
+    def __init__(self, store: Store, source: Callable[[], SchedulerMetrics] | None) -> None:
+        self.store, self.source = store, source
+
+    def collect(self) -> Iterable[Metric]:
+        jobs = GaugeMetricFamily("shockwave_jobs", "Jobs in the service's queue, by state.", labels=["state"])
+        for state, count in self.store.counts().items():
+            jobs.add_metric([state], count)
+        yield jobs
+        if self.source is None:
+            return
+        now = self.source()
+        busy = GaugeMetricFamily(
+            "shockwave_gpu_utilisation_ratio", "Busy fraction of each GPU type in the last round.", labels=["gpu_type"]
+        )
+        for gpu_type, ratio in now.gpu_utilisation.items():
+            busy.add_metric([gpu_type], ratio)
+        yield busy
+        if now.solve_seconds is not None:
+            yield GaugeMetricFamily(
+                "shockwave_solve_seconds", "Time the policy took to plan the last round.", now.solve_seconds
+            )
+        if now.round_seconds is not None:
+            yield GaugeMetricFamily("shockwave_round_seconds", "Length of the last round.", now.round_seconds)
+
+
+def tail(path: Path, lines: int) -> str:
+    """The last `lines` lines of a text file (of its last LOG_TAIL_BYTES), or '' when it does not exist yet."""
+    try:
+        with path.open("rb") as f:
+            start = max(0, f.seek(0, os.SEEK_END) - LOG_TAIL_BYTES)
+            f.seek(start)
+            text = f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+    if start > 0:
+        text = text.partition("\n")[2]  # the first line read is cut
+    return "".join(text.splitlines(keepends=True)[-lines:])
+
+
+def make_app(
+    store: Store, cluster: ClusterSpec, token: str, metrics_source: Callable[[], SchedulerMetrics] | None = None
+) -> FastAPI:
+    """The API of one service: its queue, the cluster submissions are checked against, the token clients must
+    send, and (once the scheduler runs) where its metrics come from."""
+    if not token:
+        raise ValueError("the API needs a token")
+    expected = token.encode()
+    bearer = HTTPBearer(auto_error=False, description="The token in DIR/endpoint.json, written by `shockwave serve`.")
+
+    def authenticated(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+        if credentials is None:
+            raise RequestRefused(401, "missing token: send the header 'Authorization: Bearer <token>'", "Authorization")
+        if not secrets.compare_digest(credentials.credentials.encode(), expected):
+            raise RequestRefused(401, "wrong token in the 'Authorization' header", "Authorization")
+
+    refusals = {401: {"model": ApiError}, 404: {"model": ApiError}, 409: {"model": ApiError}, 422: {"model": ApiError}}
+    app = FastAPI(
+        title="shockwave scheduler service",
+        version=__version__,
+        responses={503: {"model": ApiError}},
+        max_body_size=MAX_BODY_BYTES,
+        telemetry=NO_TELEMETRY,
+    )
+    jobs = APIRouter(dependencies=[Depends(authenticated)], responses={401: refusals[401]})
+    registry = CollectorRegistry()
+    registry.register(_QueueCollector(store, metrics_source))
+
+    @app.exception_handler(RequestRefused)
+    def _refused(request: Request, exc: RequestRefused) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status_code == 401 else None
+        return _answer(exc.status_code, exc.detail, exc.field, headers)
+
+    @app.exception_handler(HTTPException)
+    def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        """FastAPI's own refusals (a body it cannot parse, a route that does not exist) in the same shape."""
+        return _answer(exc.status_code, str(exc.detail), "body" if exc.status_code == 400 else None, exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        field, message = describe(exc.errors()[0])
+        return _answer(422, message, field)
+
+    @app.exception_handler(UnknownJob)
+    def _unknown(request: Request, exc: UnknownJob) -> JSONResponse:
+        return _answer(404, exc.reason, exc.field)
+
+    @app.exception_handler(JobConflict)
+    def _conflict(request: Request, exc: JobConflict) -> JSONResponse:
+        return _answer(409, exc.reason, exc.field)
+
+    @app.exception_handler(InputError)
+    def _cannot_run(request: Request, exc: InputError) -> JSONResponse:
+        return _answer(422, exc.reason, exc.field)
+
+    @app.exception_handler(sqlite3.Error)
+    def _store_down(request: Request, exc: sqlite3.Error) -> JSONResponse:
+        return _answer(503, f"the service's store cannot be used now: {exc}", None)
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, str]:
+        """Whether the service answers (no token needed)."""
+        return {"status": "ok"}
+
+    @jobs.post("/jobs", status_code=status.HTTP_201_CREATED, responses={409: refusals[409], 422: refusals[422]})
+    def submit_job(spec: JobSpec, response: Response) -> Job:
+        """Queue a job; the scheduler admits it at its next round."""
+        spec.check(cluster)
+        job = store.submit(spec)
+        response.headers["Location"] = f"/jobs/{job.name}"
+        return job
+
+    @jobs.get("/jobs")
+    def list_jobs() -> list[Job]:
+        """Every job, in submission order."""
+        return store.jobs()
+
+    @jobs.get("/jobs/{name}", responses={404: refusals[404]})
+    def get_job(name: str) -> Job:
+        """One job."""
+        return store.get(name)
+
+    @jobs.delete("/jobs/{name}", responses={404: refusals[404], 409: refusals[409]})
+    def cancel_job(name: str) -> Job:
+        """Cancel a queued or running job; again on a cancelled job changes nothing; a finished job is refused."""
+        return store.cancel(name)
+
+    @jobs.get("/jobs/{name}/logs", response_class=PlainTextResponse, responses={404: refusals[404]})
+    def job_logs(name: str, lines: Annotated[int, Query(ge=1, le=100_000)] = 200) -> str:
+        """The end of the job's output (DIR/logs/NAME.log); empty before it has written any."""
+        job = store.get(name)  # an unknown name never becomes a path
+        return tail(store.folder / LOG_FOLDER / f"{job.name}.log", lines)
+
+    @jobs.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> Response:
+        """Prometheus text format: jobs by state; GPU utilisation per type, solve time and round length once the
+        scheduler reports them."""
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(jobs)
+    return app

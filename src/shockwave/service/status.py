@@ -1,0 +1,46 @@
+"""The queue as `shockwave status` shows it: one row per job, as `squeue` does."""
+
+from __future__ import annotations
+
+import time
+
+from rich.markup import escape
+from rich.table import Table
+
+from shockwave.service.store import Job
+
+STATE_STYLES = {"queued": "yellow", "running": "cyan", "done": "green", "cancelled": "dim", "failed": "red"}
+
+
+def gpus_of(job: Job) -> str:
+    """The GPUs it holds ('2x v100'), or those it asks for ('2x any', '1x v100/k80') while it holds none."""
+    if job.gpu_type is not None and job.gpus:
+        return f"{job.gpus}x {job.gpu_type}"
+    return f"{job.spec.gpus}x {'/'.join(job.spec.gpu_types or ['any'])}"
+
+
+def progress_of(job: Job) -> str:
+    share = job.progress_steps / job.total_steps if job.total_steps else 0.0
+    return f"{job.progress_steps}/{job.total_steps} ({share:.0%})"
+
+
+def local_time(unix_s: float | None) -> str:
+    return "-" if unix_s is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
+
+
+def queue_table(jobs: list[Job]) -> Table:
+    table = Table()
+    for header in ("id", "job", "state", "GPUs", "progress", "est. finish", "rho", "reason"):
+        table.add_column(header, justify="right" if header in ("id", "progress", "rho") else "left")
+    for job in jobs:
+        table.add_row(
+            str(job.id),
+            escape(job.name),
+            f"[{STATE_STYLES[job.state]}]{job.state}[/]",
+            escape(gpus_of(job)),
+            progress_of(job),
+            local_time(job.estimated_finish_s),
+            "-" if job.rho is None else f"{job.rho:.2f}",
+            escape(job.reason or ""),
+        )
+    return table

@@ -1,0 +1,230 @@
+"""The service's queue: every submitted job, its state and progress, in one SQLite file (`DIR/service.sqlite`).
+
+The HTTP API writes submissions and cancellations here and returns at once; the scheduler loop polls for them
+(`new_since`, `pending_cancellations`) and writes back what it decided and measured (`update`). Each call opens its
+own connection, so the API's threads and the scheduler's (or another process) never share one, and WAL mode lets
+readers go on while one of them writes. A restarted service finds the queue as it was. Everything is JSON text
+and numbers: nothing read back is code.
+
+States: `queued` (waiting, or admitted but not yet granted GPUs), `running`, and the final ones `done`,
+`cancelled` and `failed`. A final state never changes: a scheduler that reports progress on a job the operator has
+just cancelled is told so (`update` returns False) instead of bringing it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal, TypedDict, Unpack, get_args
+
+from pydantic import BaseModel
+
+from shockwave.errors import InputError
+from shockwave.service.spec import JobSpec
+
+STORE_FILE = "service.sqlite"
+State = Literal["queued", "running", "done", "cancelled", "failed"]
+STATES: tuple[str, ...] = get_args(State)
+FINAL_STATES = ("done", "cancelled", "failed")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL UNIQUE,
+    spec TEXT NOT NULL,
+    state TEXT NOT NULL,
+    submitted_s REAL NOT NULL,
+    total_steps INTEGER NOT NULL,
+    batch_size INTEGER NOT NULL,
+    progress_steps INTEGER NOT NULL DEFAULT 0,
+    gpu_type TEXT,
+    gpus INTEGER,
+    estimated_finish_s REAL,
+    rho REAL,
+    reason TEXT,
+    cancel_pending INTEGER NOT NULL DEFAULT 0
+);
+"""
+COLUMNS = (
+    "id",
+    "name",
+    "spec",
+    "state",
+    "submitted_s",
+    "total_steps",
+    "batch_size",
+    "progress_steps",
+    "gpu_type",
+    "gpus",
+    "estimated_finish_s",
+    "rho",
+    "reason",
+    "cancel_pending",
+)
+
+
+class Job(BaseModel):
+    """A submitted job as the queue shows it."""
+
+    id: int
+    """Submission order, from 1."""
+    name: str
+    state: State
+    submitted_s: float
+    """Unix time of the submission."""
+    spec: JobSpec
+    total_steps: int
+    batch_size: int
+    """The batch size it trains at now (the spec's initial one until the scheduler reports a switch)."""
+    progress_steps: int
+    gpu_type: str | None
+    """The GPU type it runs on (None while it holds no GPUs)."""
+    gpus: int | None
+    estimated_finish_s: float | None
+    """Unix time the scheduler expects it to finish."""
+    rho: float | None
+    """Finish-time fairness as the scheduler last estimated it (<= 1: no later than on its fair share)."""
+    reason: str | None
+    """Why it failed, or another word from the scheduler."""
+    cancel_pending: bool
+    """Cancelled, but the scheduler has not yet confirmed it stopped (or dropped) the job."""
+
+
+class JobUpdate(TypedDict, total=False):
+    """What the scheduler may change about a job."""
+
+    state: State
+    gpu_type: str | None
+    gpus: int | None
+    progress_steps: int
+    batch_size: int
+    estimated_finish_s: float | None
+    rho: float | None
+    reason: str | None
+
+
+class UnknownJob(InputError):
+    """No job of that name."""
+
+
+class JobConflict(InputError):
+    """The request contradicts the queue: a name taken, or a job already over."""
+
+
+class Store:
+    def __init__(self, folder: Path, clock: Callable[[], float] = time.time) -> None:
+        """The store in `folder` (created with its file when missing); `clock` stamps submissions."""
+        self.folder = folder
+        self.path = folder / STORE_FILE
+        self.clock = clock
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            with self._connect() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise InputError(f"cannot open the service's store: {exc}", path=self.path) from None
+
+    @contextlib.contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """One connection per call, committed (or rolled back) and closed on the way out."""
+        db = sqlite3.connect(self.path, timeout=10.0)
+        try:
+            db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable across a crash of the process
+            with db:
+                yield db
+        finally:
+            db.close()
+
+    def _select(self, db: sqlite3.Connection, where: str = "", args: tuple[object, ...] = ()) -> list[Job]:
+        rows = db.execute(f"SELECT {', '.join(COLUMNS)} FROM jobs {where} ORDER BY id", args)
+        return [_job(dict(zip(COLUMNS, row, strict=True))) for row in rows]
+
+    def _one(self, db: sqlite3.Connection, name: str) -> Job:
+        found = self._select(db, "WHERE name = ?", (name,))
+        if not found:
+            raise UnknownJob(f"no job named {name!r}", field="name")
+        return found[0]
+
+    def submit(self, spec: JobSpec) -> Job:
+        """Queue `spec` (already validated and checked against the cluster); a name in use is refused."""
+        try:
+            with self._connect() as db:
+                db.execute(
+                    "INSERT INTO jobs (name, spec, state, submitted_s, total_steps, batch_size) "
+                    "VALUES (?, ?, 'queued', ?, ?, ?)",
+                    (spec.name, spec.model_dump_json(), self.clock(), spec.total_steps, spec.initial_batch_size),
+                )
+                return self._one(db, spec.name)
+        except sqlite3.IntegrityError:
+            raise JobConflict(f"a job named {spec.name!r} exists already: choose another name", field="name") from None
+
+    def jobs(self) -> list[Job]:
+        """Every job, in submission order."""
+        with self._connect() as db:
+            return self._select(db)
+
+    def get(self, name: str) -> Job:
+        with self._connect() as db:
+            return self._one(db, name)
+
+    def cancel(self, name: str) -> Job:
+        """Cancel a queued or running job at once (the scheduler stops it when it next polls); cancelling a
+        cancelled job again changes nothing, and a job that is over cannot be cancelled."""
+        with self._connect() as db:
+            db.execute(
+                "UPDATE jobs SET state = 'cancelled', cancel_pending = 1 "
+                "WHERE name = ? AND state IN ('queued', 'running')",
+                (name,),
+            )
+            job = self._one(db, name)
+        if job.state != "cancelled":
+            raise JobConflict(f"job {name!r} is {job.state} already: nothing to cancel", field="name")
+        return job
+
+    def update(self, job_id: int, **changes: Unpack[JobUpdate]) -> bool:
+        """The scheduler's news about a job; False when the job is over already (cancelled meanwhile) and nothing
+        changed."""
+        unknown = set(changes) - set(JobUpdate.__annotations__)
+        if unknown:
+            raise ValueError(f"Store.update cannot change {sorted(unknown)}")
+        if "state" in changes and changes["state"] not in STATES:
+            raise ValueError(f"unknown state {changes['state']!r}")
+        if not changes:
+            return True
+        assignments = ", ".join(f"{column} = ?" for column in changes)  # column names checked above
+        final = ", ".join(f"'{state}'" for state in FINAL_STATES)
+        with self._connect() as db:
+            cursor = db.execute(
+                f"UPDATE jobs SET {assignments} WHERE id = ? AND state NOT IN ({final})", (*changes.values(), job_id)
+            )
+            return cursor.rowcount == 1
+
+    def new_since(self, job_id: int) -> list[Job]:
+        """Jobs submitted after job `job_id` (0: all), in submission order, whatever their state."""
+        with self._connect() as db:
+            return self._select(db, "WHERE id > ?", (job_id,))
+
+    def pending_cancellations(self) -> list[Job]:
+        """Cancelled jobs the scheduler has still to stop or drop; `cancellation_done` clears each."""
+        with self._connect() as db:
+            return self._select(db, "WHERE cancel_pending = 1")
+
+    def cancellation_done(self, job_id: int) -> None:
+        """The scheduler stopped (or never started) a cancelled job."""
+        with self._connect() as db:
+            db.execute("UPDATE jobs SET cancel_pending = 0 WHERE id = ?", (job_id,))
+
+    def counts(self) -> dict[str, int]:
+        """Jobs in each state (every state, zeros included)."""
+        with self._connect() as db:
+            found = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+        return {state: found.get(state, 0) for state in STATES}
+
+
+def _job(row: dict[str, object]) -> Job:
+    spec = JobSpec.model_validate_json(str(row["spec"]))
+    return Job.model_validate({**row, "spec": spec, "cancel_pending": bool(row["cancel_pending"])})
