@@ -20,7 +20,7 @@ from shockwave.policies.registry import make_policy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import GangStatus, Launch
 from shockwave.runtime.fake_backend import FakeBackend
-from shockwave.runtime.journal import Journal
+from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.run import RunRequest, replay_arguments, run
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import load_workload
@@ -157,6 +157,28 @@ def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: 
     record = Journal(tmp_path / "journal.sqlite").jobs()[5]
     assert record.status == "done" and record.steps == record.total_steps == expected.total_steps
     assert set(record.rates) == {"v100"} and set(record.rates["v100"]) <= {"10", "40"} and "10" in record.rates["v100"]
+
+
+def test_a_checkpoint_at_a_step_number_seen_before_a_switch_gets_a_file_of_its_own(tmp_path: Path) -> None:
+    """Steps count at the current batch size: after a switch from 10 to 20 a job checkpoints at step 100 again. The
+    new file must not be the old one, which the scheduler deletes as superseded once the journal is saved."""
+    from types import SimpleNamespace
+
+    from shockwave.runtime.scheduler import RuntimeScheduler
+
+    record = JobRecord(id=0, total_steps=250, batch_size=10)
+    backend = SimpleNamespace(checkpoint=lambda job_id, newer_than: (100, b"step 100 at 10"))
+    scheduler = SimpleNamespace(
+        records={0: record}, backend=backend, settings=SimpleNamespace(checkpoints=tmp_path), superseded=[]
+    )
+    RuntimeScheduler._collect_checkpoint(scheduler, 0)  # type: ignore[arg-type]
+    record.steps, record.batch_size = 50, 20  # the switch: 100 steps of 10 are 50 of 20
+    record.switches.append([1, 20])
+    backend.checkpoint = lambda job_id, newer_than: (100, b"step 100 at 20")
+    RuntimeScheduler._collect_checkpoint(scheduler, 0)  # type: ignore[arg-type]
+    for superseded in scheduler.superseded:  # what saving the journal does next
+        superseded.unlink()
+    assert Path(record.checkpoint).read_bytes() == b"step 100 at 20"
 
 
 def test_a_crashed_job_restarts_from_its_checkpoint(trace: Path, tmp_path: Path) -> None:

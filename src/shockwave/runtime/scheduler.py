@@ -226,7 +226,10 @@ class RuntimeScheduler:
         newer = self.backend.checkpoint(job_id, newer_than=record.steps)
         if newer is not None:
             step, data = newer
-            path = self.settings.checkpoints / f"job-{job_id}-step{step}.ckpt"
+            # Steps count at the current batch size, so after a switch a step number comes round again: the
+            # switch count keeps each checkpoint's file its own (one overwritten and then deleted as superseded
+            # lost the job's checkpoint, found in a fidelity run).
+            path = self.settings.checkpoints / f"job-{job_id}-switch{len(record.switches)}-step{step}.ckpt"
             temporary = path.with_suffix(".tmp")
             temporary.write_bytes(data)
             temporary.replace(path)
