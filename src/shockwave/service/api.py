@@ -1,18 +1,23 @@
 """The service's HTTP API (FastAPI), which the CLI's `submit`, `status`, `cancel` and `logs` call.
 
 Every route but `/healthz` and the read-only OpenAPI docs asks for `Authorization: Bearer <token>` (the token in
-`DIR/endpoint.json`). A request only reads or writes the store (`shockwave.service.store`) and returns: it never
-waits on the scheduler, so a submission is answered while a round is being solved. Routes are plain functions,
-which FastAPI runs in its thread pool, so SQLite's blocking calls never stall the event loop.
+`DIR/endpoint.json`); the dashboard's (`/`, `/events`, `/api/*`: `shockwave.service.dashboard`) also take the cookie
+a browser gets by opening `/?token=<token>`, which grants reading only. A request only reads or writes the store
+(`shockwave.service.store`) and returns: it never waits on the scheduler, so a submission is answered while a round
+is being solved. Routes are plain functions, which FastAPI runs in its thread pool, so SQLite's blocking calls never
+stall the event loop (the dashboard's stream reads it in that pool too).
 
 Errors are `{"detail": message, "field": field}` with the field to fix: 400 (a body that cannot be parsed), 401 (no
-or wrong token, field `Authorization`), 404 (no such job), 409 (a name in use, a job already over), 422 (a spec that
-is not valid, or that the cluster can never run), 503 (the store could not be used).
+or wrong token, field `Authorization`; `Cookie` or `token` for the dashboard's), 404 (no such job), 409 (a name in
+use, a job already over), 422 (a spec that is not valid, or that the cluster can never run), 503 (the store could not
+be used).
 
 No `from __future__ import annotations` here: FastAPI reads the route functions' annotations at run time, and
 those of functions defined inside `make_app` name its local variables.
 """
 
+import hashlib
+import hmac
 import os
 import secrets
 import sqlite3
@@ -25,6 +30,7 @@ from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, statu
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -34,6 +40,7 @@ from starlette.exceptions import HTTPException
 from shockwave import __version__
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
+from shockwave.service.dashboard import cookie_name, dashboard_router
 from shockwave.service.spec import JobSpec, describe
 from shockwave.service.store import Job, JobConflict, Store, UnknownJob
 
@@ -129,12 +136,39 @@ def make_app(
         raise ValueError("the API needs a token")
     expected = token.encode()
     bearer = HTTPBearer(auto_error=False, description="The token in DIR/endpoint.json, written by `shockwave serve`.")
+    # The dashboard cookie's value: derived from the token, so that a leaked cookie cannot submit or cancel.
+    session = hmac.new(expected, b"shockwave dashboard", hashlib.sha256).hexdigest()
 
     def authenticated(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
         if credentials is None:
             raise RequestRefused(401, "missing token: send the header 'Authorization: Bearer <token>'", "Authorization")
         if not secrets.compare_digest(credentials.credentials.encode(), expected):
             raise RequestRefused(401, "wrong token in the 'Authorization' header", "Authorization")
+
+    def reader(request: Request) -> None:
+        """The dashboard's readers: the Bearer header, or the cookie of `/?token=` (EventSource sends no header)."""
+        scheme, credentials = get_authorization_scheme_param(request.headers.get("Authorization"))
+        if scheme.lower() == "bearer":
+            authenticated(HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials))
+            return
+        cookie = request.cookies.get(cookie_name(request))
+        if cookie is None:
+            raise RequestRefused(
+                401,
+                "not signed in: open the dashboard as /?token=<token> (the token in DIR/endpoint.json), "
+                "or send the header 'Authorization: Bearer <token>'",
+                "Authorization",
+            )
+        if not secrets.compare_digest(cookie.encode(), session.encode()):
+            raise RequestRefused(
+                401, "the dashboard's cookie is not this service's: open /?token=<token> again", "Cookie"
+            )
+
+    def sign_in(candidate: str) -> str:
+        """The cookie's value for a browser that opened `/?token=<candidate>`, when that is the token."""
+        if not secrets.compare_digest(candidate.encode(), expected):
+            raise RequestRefused(401, "wrong token in the dashboard's address (?token=)", "token")
+        return session
 
     refusals = {401: {"model": ApiError}, 404: {"model": ApiError}, 409: {"model": ApiError}, 422: {"model": ApiError}}
     app = FastAPI(
@@ -220,4 +254,5 @@ def make_app(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(jobs)
+    app.include_router(dashboard_router(store, cluster, reader, sign_in))
     return app

@@ -9,18 +9,22 @@ and numbers: nothing read back is code.
 States: `queued` (waiting, or admitted but not yet granted GPUs), `running`, and the final ones `done`,
 `cancelled` and `failed`. A final state never changes: a scheduler that reports progress on a job the operator has
 just cancelled is told so (`update` returns False) instead of bringing it back.
+
+The scheduler also records each round (`record_round`: GPUs busy per type and its plan) for the dashboard, which
+polls `version()`, a counter that triggers raise on every change of a job or a new round, to send only news.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Literal, TypedDict, Unpack, get_args
+from typing import Annotated, Literal, TypedDict, Unpack, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from shockwave.errors import InputError
 from shockwave.service.spec import JobSpec
@@ -47,7 +51,23 @@ CREATE TABLE IF NOT EXISTS jobs (
     reason TEXT,
     cancel_pending INTEGER NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS rounds (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time_s REAL NOT NULL,
+    busy TEXT NOT NULL,
+    plan TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    counter INTEGER NOT NULL
+);
+INSERT OR IGNORE INTO version (id, counter) VALUES (1, 0);
+CREATE TRIGGER IF NOT EXISTS job_added AFTER INSERT ON jobs BEGIN UPDATE version SET counter = counter + 1; END;
+CREATE TRIGGER IF NOT EXISTS job_changed AFTER UPDATE ON jobs BEGIN UPDATE version SET counter = counter + 1; END;
+CREATE TRIGGER IF NOT EXISTS round_added AFTER INSERT ON rounds BEGIN UPDATE version SET counter = counter + 1; END;
 """
+KEEP_ROUNDS = 10_000
+"""Rounds kept for the dashboard (two weeks of two-minute rounds): older ones are dropped as new ones come."""
 COLUMNS = (
     "id",
     "name",
@@ -104,6 +124,31 @@ class JobUpdate(TypedDict, total=False):
     estimated_finish_s: float | None
     rho: float | None
     reason: str | None
+
+
+class Placement(BaseModel):
+    """One job's part of a round's plan: `gpus` GPUs of `gpu_type` (each job of a packed pair has its own)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    job: str
+    """The job's name."""
+    gpu_type: str
+    gpus: Annotated[int, Field(ge=1)]
+
+
+class Round(BaseModel):
+    """A round as the scheduler recorded it: when it started, the GPUs it kept busy and its plan."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    id: int
+    """Order of recording, from 1."""
+    time_s: float
+    """Unix time the round started."""
+    busy: dict[str, Annotated[int, Field(ge=0)]]
+    """GPU type -> GPUs busy in the round."""
+    plan: list[Placement]
 
 
 class UnknownJob(InputError):
@@ -223,6 +268,33 @@ class Store:
         with self._connect() as db:
             found = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
         return {state: found.get(state, 0) for state in STATES}
+
+    def version(self) -> int:
+        """A counter that grows whenever a job is added or changed or a round recorded: one cheap read tells a
+        watcher whether there is news."""
+        with self._connect() as db:
+            return int(db.execute("SELECT counter FROM version").fetchone()[0])
+
+    def record_round(self, time_s: float, busy: Mapping[str, int], plan: Iterable[Placement]) -> Round:
+        """The scheduler's account of a round it started: GPUs busy per type and which job runs where."""
+        checked = Round(id=0, time_s=time_s, busy=dict(busy), plan=list(plan))
+        with self._connect() as db:
+            cursor = db.execute(
+                "INSERT INTO rounds (time_s, busy, plan) VALUES (?, ?, ?)",
+                (checked.time_s, json.dumps(checked.busy), json.dumps([p.model_dump() for p in checked.plan])),
+            )
+            round_id = int(cursor.lastrowid or 0)
+            db.execute("DELETE FROM rounds WHERE id <= ?", (round_id - KEEP_ROUNDS,))
+        return checked.model_copy(update={"id": round_id})
+
+    def rounds(self, limit: int) -> list[Round]:
+        """The last `limit` rounds recorded, oldest first."""
+        with self._connect() as db:
+            rows = db.execute("SELECT id, time_s, busy, plan FROM rounds ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [
+            Round(id=row_id, time_s=time_s, busy=json.loads(busy), plan=json.loads(plan))
+            for row_id, time_s, busy, plan in reversed(rows)
+        ]
 
 
 def _job(row: dict[str, object]) -> Job:
