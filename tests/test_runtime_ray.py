@@ -73,7 +73,7 @@ def audit(out: Path, jobs: list[Row]) -> dict[int, dict[str, Any]]:
     checkpoints = {}
     for job in result["jobs"]:
         total = jobs[job["id"]][3]
-        path = out / "checkpoints" / f"job-{job['id']}-step{total}.ckpt"
+        [path] = (out / "checkpoints").glob(f"job-{job['id']}-switch*-step{total}.ckpt")
         state = torch.load(path, weights_only=False)
         assert state["step"] == total and state["completions"] == 1, (job["id"], state["step"])
         assert state["batch_size"] == jobs[job["id"]][1]
@@ -292,7 +292,7 @@ def test_adaptive_jobs_switch_batch_size_for_real_and_the_run_replays_in_simulat
         assert record["batch_size_changes"] == len(record["batch_size_switches"])
         assert len(schedules[str(job_id)]) == epochs[job_id] and len(set(schedules[str(job_id)])) > 1
         final_bs = record["batch_size_switches"][-1][1]
-        state = torch.load(next((out / "checkpoints").glob(f"job-{job_id}-step*.ckpt")), weights_only=False)
+        state = torch.load(next((out / "checkpoints").glob(f"job-{job_id}-switch*-step*.ckpt")), weights_only=False)
         assert state["completions"] == 1 and state["batch_size"] == final_bs
         for before, after in itertools.pairwise(state["starts"]):
             if after["batch_size"] != before["batch_size"]:  # resumed at the new size, at a whole epoch
