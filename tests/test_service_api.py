@@ -34,9 +34,9 @@ from shockwave.service.endpoint import (
     write_endpoint,
 )
 from shockwave.service.server import RunningServer, start_server
-from shockwave.service.spec import BUILTIN_WORKLOADS, NAME_PATTERN, JobSpec, load_spec
+from shockwave.service.spec import NAME_PATTERN, JobSpec, load_spec
 from shockwave.service.store import STORE_FILE, Store
-from shockwave.workload_model.catalog import FAMILIES
+from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES
 from shockwave.workload_model.trace import MAX_EPOCHS
 
 CLUSTER = ClusterSpec.parse("v100:4,k80:2")
@@ -341,9 +341,9 @@ def test_spec_files_name_the_file_and_the_field(tmp_path: Path) -> None:
 
 def test_the_built_in_workloads_are_those_training_provides() -> None:
     require_module("torch", "the built-in workloads need torch: pip install 'shockwave[workloads]'")
-    from shockwave.training.train import WORKLOAD_FAMILIES
+    from shockwave.training.train import MODELS
 
-    assert set(BUILTIN_WORKLOADS) == set(WORKLOAD_FAMILIES)
+    assert set(MODELS) == set(WORKLOAD_FAMILIES)
 
 
 def test_the_endpoint_file_is_its_owners_alone(tmp_path: Path) -> None:
@@ -488,7 +488,7 @@ JSON = st.recursive(
     max_leaves=12,
 )
 PLAUSIBLE = st.fixed_dictionaries(
-    {"name": st.from_regex(NAME_PATTERN, fullmatch=True), "family": st.sampled_from(BUILTIN_WORKLOADS)},
+    {"name": st.from_regex(NAME_PATTERN, fullmatch=True), "family": st.sampled_from(WORKLOAD_FAMILIES)},
     optional={
         "command": st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=3),
         "mode": st.sampled_from(["static", "accordion", "gns"]),

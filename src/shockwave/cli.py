@@ -698,7 +698,7 @@ def profile_workloads_cmd(
 
     require_extra("torch", "workloads", "profile-workloads")
     from shockwave.training.profiling import plan, profile, table_of
-    from shockwave.training.train import WORKLOAD_FAMILIES
+    from shockwave.workload_model.catalog import WORKLOAD_FAMILIES
 
     names = [f.strip() for f in families.split(",") if f.strip()] or list(WORKLOAD_FAMILIES)
     sizes = _ints(batch_sizes, "--batch-sizes") if batch_sizes else None

@@ -48,3 +48,18 @@ def read_toml(path: str | Path, what: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or a value Python cannot hold
         raise InputError(f"not valid TOML: {exc}", path=path) from None
+
+
+def object_with_keys(
+    raw: Any, known: tuple[str, ...], required: str, shape: str, missing: str, path: Path | None
+) -> dict:
+    """`raw` as a file's top-level object: a dict (else "expected `shape`"), of `known` keys only, holding `required`
+    (else `missing`); every refusal an InputError naming `path` and the key."""
+    if not isinstance(raw, dict):
+        raise InputError(f"expected {shape}", path=path)
+    unknown = [k for k in raw if k not in known]
+    if unknown:
+        raise InputError(f"unknown key(s) {unknown}; known: {list(known)}", path=path, field=str(unknown[0]))
+    if required not in raw:
+        raise InputError(missing, path=path, field=required)
+    return raw

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_or_toml
+from shockwave.jsonfile import object_with_keys, read_json_or_toml
 
 TOP_KEYS = ("name", "prices")
 
@@ -75,13 +75,10 @@ def read_prices(path: str | Path) -> Prices:
 
 def prices_from_mapping(raw: Any, path: Path | None = None) -> Prices:
     """Prices from a parsed file, every problem an InputError naming `path` and the field."""
-    if not isinstance(raw, dict):
-        raise InputError('expected an object: {"prices": {GPU type: dollars per GPU-hour}}', path=path)
-    unknown = [k for k in raw if k not in TOP_KEYS]
-    if unknown:
-        raise InputError(f"unknown key(s) {unknown}; known: {list(TOP_KEYS)}", path=path, field=str(unknown[0]))
-    if "prices" not in raw:
-        raise InputError("no 'prices': give each GPU type's dollars per GPU-hour", path=path, field="prices")
+    shape = 'an object: {"prices": {GPU type: dollars per GPU-hour}}'
+    raw = object_with_keys(
+        raw, TOP_KEYS, "prices", shape, "no 'prices': give each GPU type's dollars per GPU-hour", path
+    )
     table = raw["prices"]
     if not isinstance(table, dict) or not table:
         raise InputError("expected an object: GPU type -> dollars per GPU-hour", path=path, field="prices")

@@ -19,12 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from shockwave.cluster import MAX_GPUS, ClusterSpec
 from shockwave.errors import InputError
 from shockwave.jsonfile import read_json_or_toml
-from shockwave.workload_model.catalog import FAMILIES, family
+from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, family
 from shockwave.workload_model.trace import MAX_EPOCHS, TraceJob, catalog_job
 
-BUILTIN_WORKLOADS = ("ResNet-18", "ResNet-50", "LM", "Transformer", "Recommendation")
-"""Families `shockwave.training.train` can train (its WORKLOAD_FAMILIES, which needs torch to import: the service
-and the CLI must not); tests keep the two equal."""
 MAX_WEIGHT = 1e6
 """Far beyond the reference traces' priorities (1 and 5): a typo's 1e300 would wreck the solver's scaling."""
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
@@ -61,7 +58,7 @@ class JobSpec(BaseModel):
     """Unique in the queue: `status`, `cancel` and `logs` name the job by it."""
     family: str
     """A catalog family (`shockwave.workload_model.catalog.FAMILIES`): the model whose throughputs the policy uses,
-    and the workload that runs when there is no command (one of BUILTIN_WORKLOADS then)."""
+    and the workload that runs when there is no command (one of WORKLOAD_FAMILIES then)."""
     command: Annotated[list[Argument], Field(min_length=1, max_length=256)] | None = None
     """The program and its arguments; None: the family's built-in workload."""
     mode: Mode = "static"
@@ -102,11 +99,11 @@ class JobSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         fam = family(self.family)
-        if self.command is None and self.family not in BUILTIN_WORKLOADS:
+        if self.command is None and self.family not in WORKLOAD_FAMILIES:
             raise SpecFieldError(
                 "command",
                 f"{self.family} has no built-in workload: give a command "
-                f"(families with one: {', '.join(BUILTIN_WORKLOADS)})",
+                f"(families with one: {', '.join(WORKLOAD_FAMILIES)})",
             )
         if self.batch_size is None:
             self.batch_size = fam.template_batch_sizes[0]

@@ -17,8 +17,7 @@ from pathlib import Path
 from shockwave import lease as client
 from shockwave.errors import InputError
 from shockwave.training.local import TRAIN, run_lease
-from shockwave.training.train import WORKLOAD_FAMILIES
-from shockwave.workload_model.catalog import FAMILIES, ModelFamily
+from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, ModelFamily
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, TableThroughputs
 
 START_UP_ALLOWANCE_S = 60.0

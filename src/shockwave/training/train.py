@@ -101,7 +101,6 @@ MODELS = {
     "Transformer": TinyTransformer,
     "Recommendation": TinyRecommender,
 }
-WORKLOAD_FAMILIES = tuple(MODELS)
 
 
 def build(family: str) -> nn.Module:

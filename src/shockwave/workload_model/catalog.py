@@ -226,6 +226,11 @@ def split_job_type(job_type: str) -> tuple[str, int]:
     return model, int(rest[:-1])
 
 
+WORKLOAD_FAMILIES = ("ResNet-18", "ResNet-50", "LM", "Transformer", "Recommendation")
+"""Families with a built-in PyTorch workload (`shockwave.training.train`), named here so that code which must not
+import torch (the service, the CLI) knows them too."""
+
+
 def family(name: str) -> ModelFamily:
     try:
         return FAMILIES[name]

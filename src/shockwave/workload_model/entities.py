@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_or_toml
+from shockwave.jsonfile import object_with_keys, read_json_or_toml
 
 ENTITY_POLICIES = ("fairness", "fifo")
 """How an entity splits its share among its jobs."""
@@ -76,13 +76,8 @@ class Entities:
     @classmethod
     def from_mapping(cls, raw: Any, path: Path | None = None) -> Entities:
         """Entities from a parsed file (a dict), every problem an InputError naming `path` and the field."""
-        if not isinstance(raw, dict):
-            raise InputError("expected an object with 'entities' and 'jobs'", path=path)
-        unknown = [k for k in raw if k not in TOP_KEYS]
-        if unknown:
-            raise InputError(f"unknown key(s) {unknown}; known: {list(TOP_KEYS)}", path=path, field=str(unknown[0]))
-        if "entities" not in raw:
-            raise InputError("no 'entities': name each entity and its weight", path=path, field="entities")
+        shape, missing = "an object with 'entities' and 'jobs'", "no 'entities': name each entity and its weight"
+        raw = object_with_keys(raw, TOP_KEYS, "entities", shape, missing, path)
         entities = _entities(raw["entities"], path)
         default = raw.get("default")
         if default is not None and (not isinstance(default, str) or default not in entities):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -50,15 +51,26 @@ def isolated_time(job: TraceJob, profile: JobProfile, throughputs: ThroughputMod
     gang does not fit a pool or the model does not know the job there), so a rho means the same on any mix."""
     if len(cluster.pools) == 1:
         return profile.t_isolated
-    fam = family(job.model)
-    total = 0.0
-    for bs, epochs, _ in profile.runs:
-        rate = sum(
-            pool.gpus / cluster.gpus * rate_or_zero(throughputs, fam.name, bs, job.scale_factor, pool.gpu_type)
+    return seconds_at(
+        job,
+        profile,
+        lambda bs: sum(
+            pool.gpus / cluster.gpus * rate_or_zero(throughputs, job.model, bs, job.scale_factor, pool.gpu_type)
             for pool in cluster.pools
             if job.scale_factor <= pool.gpus
-        )
-        total += epochs * fam.dataset_size / bs / rate
+        ),
+    )
+
+
+def seconds_at(job: TraceJob, profile: JobProfile, rate: Callable[[int], float]) -> float:
+    """The profile's epochs at their batch sizes, each at `rate(batch size)` steps/s (inf where a rate is 0)."""
+    dataset = family(job.model).dataset_size
+    total = 0.0
+    for bs, epochs, _ in profile.runs:
+        steps_per_s = rate(bs)
+        if steps_per_s <= 0:
+            return math.inf
+        total += epochs * dataset / bs / steps_per_s
     return total
 
 

@@ -10,8 +10,7 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from shockwave.cluster import ClusterSpec
-from shockwave.workload_model.catalog import family
-from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.profile import JobProfile, seconds_at
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
 from shockwave.workload_model.trace import TraceJob
 
@@ -75,14 +74,7 @@ def _time_alone(job: TraceJob, profile: JobProfile, throughputs: ThroughputModel
     """The job's epochs at their planned batch sizes, alone on a gang of `gpu_type` (inf where it cannot run)."""
     if job.scale_factor > gpus:
         return np.inf
-    fam = family(job.model)
-    total = 0.0
-    for bs, epochs, _ in profile.runs:
-        rate = rate_or_zero(throughputs, fam.name, bs, job.scale_factor, gpu_type)
-        if rate <= 0:
-            return np.inf
-        total += epochs * fam.dataset_size / bs / rate
-    return total
+    return seconds_at(job, profile, lambda bs: rate_or_zero(throughputs, job.model, bs, job.scale_factor, gpu_type))
 
 
 def gpu_seconds(jobs: list[TraceJob], profiles: list[JobProfile]) -> float:

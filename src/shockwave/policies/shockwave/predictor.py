@@ -145,28 +145,35 @@ class JobForecast:
 
     def type_durations(self, batch_size: int) -> dict[str, float]:
         """Seconds per epoch at `batch_size` on every type (inf where the job cannot run)."""
-        return {t: self.epoch_duration(batch_size, self.calibration(t), t) for t in self.shares}
+        return dict(zip(self.shares, self._by_type(batch_size, self._calibrations()), strict=True))
 
     def equal_share_durations(self) -> dict[int, float]:
         """`equal_share_duration` at every batch size the job has trained or may train at."""
-        calibrations = {t: self.calibration(t) for t in self.shares}
-        return {bs: self._equal_share(bs, calibrations) for bs in set(self.profiled_duration) | set(self.observed)}
+        calibrations = self._calibrations()
+        modes = set(self.profiled_duration) | set(self.observed)
+        return {bs: self._mixed(self._by_type(bs, calibrations)) for bs in modes}
 
     def equal_share_duration(self, batch_size: int) -> float:
         """Seconds per epoch with the job's time split over the types in proportion to their sizes (one type:
         that type's duration)."""
-        return self._equal_share(batch_size, {t: self.calibration(t) for t in self.shares})
-
-    def _equal_share(self, batch_size: int, calibrations: dict[str, float]) -> float:
-        by_type = [self.epoch_duration(batch_size, calibrations[t], t) for t in self.shares]
-        if len(by_type) == 1:
-            return by_type[0]
-        return 1.0 / sum(share / d for share, d in zip(self.shares.values(), by_type, strict=True))
+        return self._mixed(self._by_type(batch_size, self._calibrations()))
 
     def speeds(self, batch_size: int) -> np.ndarray:
         """Equal-share seconds of work one second on each type does, in the cluster's order (0: cannot run)."""
-        share = self.equal_share_duration(batch_size)
-        return np.array([share / d for d in self.type_durations(batch_size).values()])
+        by_type = self._by_type(batch_size, self._calibrations())
+        share = self._mixed(by_type)
+        return np.array([share / d for d in by_type])
+
+    def _calibrations(self) -> dict[str, float]:
+        return {t: self.calibration(t) for t in self.shares}
+
+    def _by_type(self, batch_size: int, calibrations: dict[str, float]) -> list[float]:
+        return [self.epoch_duration(batch_size, calibrations[t], t) for t in self.shares]
+
+    def _mixed(self, by_type: list[float]) -> float:
+        if len(by_type) == 1:
+            return by_type[0]
+        return 1.0 / sum(share / d for share, d in zip(self.shares.values(), by_type, strict=True))
 
     def elapsed(self, progress: float) -> float:
         """Equal-share time of the first `progress` epochs at the batch sizes they ran with."""
