@@ -813,6 +813,90 @@ ServiceDirOpt = Annotated[
 ]
 
 
+@app.command("serve")
+def serve_cmd(
+    output: Annotated[
+        Path, typer.Option("--out", help="The service's folder: queue, journal, checkpoints, logs, endpoint.json.")
+    ],
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="The GPUs by type as TYPE:GPUS[,TYPE:GPUS...] (v100:8,k80:4); on a Ray cluster (--address) each "
+            "node declares a gpu_type:TYPE resource counting its GPUs.",
+        ),
+    ] = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
+    ] = None,
+    policy: Annotated[str, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = "shockwave",
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 30.0,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Join this Ray cluster (default: start a local one with logical GPUs)."),
+    ] = None,
+    port: Annotated[int, typer.Option("--port", help="The API's port on 127.0.0.1 (default: any free one).")] = 0,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the service in --out after a crash or a stop.")
+    ] = False,
+    throughputs: ThroughputsOpt = None,
+    max_restarts: Annotated[
+        int, typer.Option("--max-restarts", min=0, help="Restarts of a crashing job before it is marked failed.")
+    ] = 3,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--job-command",
+            help="Command of a job whose spec has none; {family}, {batch_size}, {mode} and {job_id} are filled in.",
+        ),
+    ] = None,
+) -> None:
+    """A long-running scheduler on Ray: jobs are submitted, watched and cancelled through its API (`submit`,
+    `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it."""
+    import signal
+    import threading
+
+    from shockwave.cluster import ClusterSpec
+    from shockwave.report import print_run_summary
+    from shockwave.runtime.run import DEFAULT_COMMAND
+    from shockwave.service.serve import ServeRequest, serve
+
+    if gpus is not None or cluster is not None:
+        cluster = ClusterSpec.from_options(gpus, cluster).describe()
+    request = ServeRequest(
+        out=output,
+        cluster=cluster,
+        policy=policy,
+        round_seconds=round_seconds,
+        config=config,
+        throughputs=throughputs,
+        address=address,
+        max_restarts=max_restarts,
+        command=command or DEFAULT_COMMAND,
+        resume=resume,
+        port=port,
+    )
+    stop = threading.Event()
+
+    def stopping(signum: int, frame: Any) -> None:
+        if stop.is_set():  # asked twice: do not wait for the jobs' checkpoints
+            raise KeyboardInterrupt
+        err.print("stopping: running jobs checkpoint and exit (again to stop at once)", highlight=False)
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stopping)
+    kept = (
+        f"the journal {output / 'journal.sqlite'} and the queue keep every job; "
+        f"`shockwave serve --resume --out {output}` continues the service"
+    )
+    with _saying_what_was_kept(kept), _native_output_to_stderr():
+        result = serve(request, stop, command=this_command())
+    print_run_summary(out, result)
+    out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
+
+
 @app.command("submit")
 def submit_cmd(
     spec_file: Annotated[

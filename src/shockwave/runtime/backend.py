@@ -106,6 +106,11 @@ class Backend(Protocol):
         """The job's latest checkpoint (its step and bytes) if it is past `newer_than`."""
         ...
 
+    def output(self, job_id: int) -> bytes:
+        """What the running gang's first member printed since the last call (its stdout and stderr; b'' for a job
+        not running): the service keeps each job's log from these."""
+        ...
+
     def release(self, job_id: int) -> None:
         """Stop whatever is left of the gang and give its GPUs back, verified free before this returns."""
         ...

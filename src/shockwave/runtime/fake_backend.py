@@ -28,6 +28,8 @@ class _Gang:
     deadline: float
     failed: str | None = None
     failed_at: int | None = None
+    printed: int | None = None
+    """The step its output last reported."""
     joined: bool = False
     """It runs on its partner's GPUs (they are counted with the partner's gang)."""
 
@@ -124,6 +126,17 @@ class FakeBackend:
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
         step = self._step(self.gangs[job_id], self.clock.now())
         return (step, str(step).encode()) if step > newer_than else None
+
+    def output(self, job_id: int) -> bytes:
+        """A line for the step reached, when it moved since the last call (what a training script's log says)."""
+        gang = self.gangs.get(job_id)
+        if gang is None:
+            return b""
+        step = self._step(gang, self.clock.now())
+        if step == gang.printed:
+            return b""
+        gang.printed = step
+        return f"job {job_id} at step {step}\n".encode()
 
     def release(self, job_id: int) -> None:
         gang = self.gangs.pop(job_id)

@@ -18,6 +18,8 @@ from typing import Any
 from shockwave.errors import InputError
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
+SETTLED = ("done", "failed", "cancelled")
+"""A job's final statuses: it never runs again."""
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
@@ -29,7 +31,8 @@ CREATE TABLE IF NOT EXISTS memory (id INTEGER PRIMARY KEY CHECK (id = 0), data T
 class JobRecord:
     id: int
     status: str = "pending"
-    """pending (not arrived or not yet run), active (admitted), done, failed."""
+    """pending (not arrived or not yet run), active (admitted), and the final ones (`SETTLED`): done, failed,
+    cancelled (by the service's operator)."""
     steps: int = 0
     """Steps safely behind the job: those of its latest checkpoint (or the total once done)."""
     total_steps: int = 0

@@ -50,6 +50,8 @@ STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 PLACEMENT_TIMEOUT_S = 10.0
 RELEASE_TIMEOUT_S = 30.0
 TYPE_PREFIX = "gpu_type:"
+OUTPUT_CHUNK = 1 << 20
+"""The most of a member's output one `RayBackend.output` call fetches (the rest comes with the next)."""
 
 
 def type_resource(gpu_type: str) -> str:
@@ -113,6 +115,15 @@ class GangMember:
             return None
         return int(step), path.read_bytes()
 
+    def output(self, offset: int, size: int = OUTPUT_CHUNK) -> bytes:
+        """At most `size` bytes of the member's output from `offset` on."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(offset)
+                return log.read(size)
+        except OSError:
+            return b""
+
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
@@ -143,6 +154,8 @@ class RayBackend:
         self.launches: dict[int, Launch] = {}
         self.granted: dict[int, str] = {}
         """The GPU type of each running gang, from the resources Ray assigned its members."""
+        self.output_read: dict[int, int] = {}
+        """How many bytes of each running gang's first member's output `output` has returned."""
         self.started_ray = not ray.is_initialized()
         self.local: LocalRay | None = None
         if self.started_ray:
@@ -227,6 +240,7 @@ class RayBackend:
             ]
         )
         self.gangs[launch.job_id] = (group, members)
+        self.output_read[launch.job_id] = 0
         self.launches[launch.job_id] = launch
         self.granted[launch.job_id] = self._type_of(nodes)
         return True
@@ -304,6 +318,16 @@ class RayBackend:
         except ray.exceptions.RayError:
             return None
 
+    def output(self, job_id: int) -> bytes:
+        if job_id not in self.gangs:
+            return b""
+        try:
+            chunk: bytes = ray.get(self.gangs[job_id][1][0].output.remote(self.output_read[job_id]))
+        except ray.exceptions.RayError:
+            return b""
+        self.output_read[job_id] += len(chunk)
+        return chunk
+
     def member_nodes(self, job_id: int) -> list[dict[str, Any]]:
         return ray.get([m.node.remote() for m in self.gangs[job_id][1]])
 
@@ -312,6 +336,7 @@ class RayBackend:
         group, members = self.gangs.pop(job_id)
         self.granted.pop(job_id, None)
         self.launches.pop(job_id, None)
+        self.output_read.pop(job_id, None)
         for member in members:
             with contextlib.suppress(ray.exceptions.RayError):
                 ray.get(member.kill.remote(), timeout=10)

@@ -304,7 +304,7 @@ def run(
         scheduler.run()
     finally:
         cluster_backend.close()
-    result = _result(request, info.label, scheduler, tm, jobs)
+    result = run_result(request, info.label, scheduler, tm, jobs)
     if command is not None:
         with_command(result, command)
     (request.out / "results.json").write_text(json.dumps([result], indent=1))
@@ -336,9 +336,12 @@ def _within(busy: float, gpus: int, makespan: float, given_up: bool) -> float:
     return min(busy, gpus * makespan) if given_up else busy
 
 
-def _result(
+def run_result(
     request: RunRequest, policy: str, scheduler: RuntimeScheduler, tm: ThroughputModel, jobs: list[TraceJob]
 ) -> dict[str, Any]:
+    """The `simulate --json` object of a finished (or stopped) run, with the runtime's own details; writes the
+    measured throughputs and batch sizes a replay reads into `request.out`. A job cancelled by the service's
+    operator is listed in `cancelled_jobs`, not among the unfinished."""
     records = scheduler.records
     schedules = {i: schedule_from_switches(jobs[i], r.switches) for i, r in records.items()}
     cluster = scheduler.cluster
@@ -396,7 +399,8 @@ def _result(
             batch_size_switches=record.switches,
             startup_s=record.startups,
         )
-    unfinished = sorted(i for i, r in records.items() if r.status != "done")
+    unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))
+    cancelled = sorted(i for i, r in records.items() if r.status == "cancelled")
     startups = [t for r in records.values() for t in r.startups]
     result = {
         "policy": policy,
@@ -413,6 +417,7 @@ def _result(
         "complete": not unfinished,
         "unfinished_jobs": unfinished,
         "failed_jobs": {str(k): v for k, v in failed.items()},
+        **({"cancelled_jobs": cancelled} if cancelled else {}),
         "wall_seconds": scheduler.elapsed(),
         "restart_overhead_s": fmean(startups) if startups else None,
         **scheduler.policy.summary(),

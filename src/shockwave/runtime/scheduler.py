@@ -15,6 +15,10 @@ Each round (every `round_seconds`):
    at once: it restarts from its checkpoint on the rest of its lease.
 A lease runs `hold_seconds` past its round so a job chosen again never stops between rounds.
 
+Stopping (`stop`, an event another thread or a signal handler may set): the round in progress ends at once, every
+running job is asked to checkpoint and exit (an empty round), the journal is written, and the loop ends; a resumed
+run starts them again from those checkpoints.
+
 Rates are measured per GPU type: a lease's rate is kept under the type the cluster granted it, and the job's rates on
 types it has not been measured on (at its batch size) follow the measured ones by the throughput model's ratio
 between the types (`_calibrated`), so a policy never weighs a real rate against a table's.
@@ -29,6 +33,7 @@ A paired lease's rate is not the job's rate alone, so it is not measured as one.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
@@ -41,7 +46,7 @@ from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
 from shockwave.runtime.backend import Backend, GangStatus, Launch, share_of
-from shockwave.runtime.journal import JobRecord, Journal
+from shockwave.runtime.journal import SETTLED, JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
@@ -103,6 +108,8 @@ class RuntimeScheduler:
     rounds: list[RoundRecord] = field(default_factory=list)
     admitted: InitVar[dict[int, JobState] | None] = None
     """Jobs the policy already knows (a resumed run's snapshot): taken back to their journaled checkpoints."""
+    stop: threading.Event = field(default_factory=threading.Event)
+    """Set it to end the run early: running jobs checkpoint and exit, and a resume continues from there."""
 
     def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
         self.clock: Clock = self.backend.clock
@@ -159,6 +166,8 @@ class RuntimeScheduler:
         return not self.all_settled()
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
+        if self.stop.is_set():
+            plan = RoundPlan()  # every running job checkpoints and exits
         round_start = self._apply(plan, self.decided)
         self.round_end = round_start + self.settings.round_seconds
         return RoundPlan(tuple(a for a in plan.assignments if all(j in self.running for j in a.jobs)))
@@ -168,7 +177,7 @@ class RuntimeScheduler:
 
     def _tend_until(self, end: float) -> None:
         """Wait for the round's end, granting batch-size requests on the way (the job keeps its lease)."""
-        while (remaining := end - self.clock.now()) > 0:
+        while (remaining := end - self.clock.now()) > 0 and not self.stop.is_set():
             self.clock.sleep(min(POLL_S, remaining))
             for job_id in list(self.running):
                 status = self.backend.status(job_id)
@@ -182,7 +191,8 @@ class RuntimeScheduler:
                     self._save()
 
     def all_settled(self) -> bool:
-        return all(r.status in ("done", "failed") for r in self.records.values())
+        """Every job has left for good, or the run was asked to stop (after this round's launch: see `launch`)."""
+        return self.stop.is_set() or all(r.status in SETTLED for r in self.records.values())
 
     # -- observing -------------------------------------------------------------------------------------------------
     def _observe(self) -> None:
@@ -289,15 +299,21 @@ class RuntimeScheduler:
     def _admit(self) -> None:
         for job_id, spec in enumerate(self.jobs):
             record = self.records[job_id]
-            settled = record.status in ("done", "failed")
+            settled = record.status in SETTLED
             if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
                 continue
-            rates = admission_rates(self.throughputs, spec.model, record.batch_size, spec.scale_factor, self.cluster)
-            rates = self._calibrated(spec.model, spec.scale_factor, record.batch_size, rates, record)
+            rates = self._calibrated(
+                spec.model, spec.scale_factor, record.batch_size, self._admission_rates(job_id, record), record
+            )
             state = _at_checkpoint(JobState.admit(job_id, spec, self.profiles[job_id], rates), record)
             state.batch_size_changes = len(record.switches)
             record.status = "active"
             self.loop.admit(state)
+
+    def _admission_rates(self, job_id: int, record: JobRecord) -> dict[str, float]:
+        """The job's steps/s on each GPU type it may run on, as the throughput model knows them."""
+        spec = self.jobs[job_id]
+        return admission_rates(self.throughputs, spec.model, record.batch_size, spec.scale_factor, self.cluster)
 
     def _calibrated(
         self, model: str, gang: int, batch_size: int, rates: Mapping[str, float], record: JobRecord
@@ -364,6 +380,16 @@ class RuntimeScheduler:
                 self._start(job_id, gpu_type, deadline, decided - self.start_wall, partner)
         return round_start
 
+    def _command(self, state: JobState) -> list[str]:
+        """The job's command: the run's, with {family}, {batch_size}, {mode} and {job_id} filled in."""
+        values = {
+            "family": state.family.name,
+            "batch_size": state.batch_size,
+            "mode": state.spec.mode,
+            "job_id": state.id,
+        }
+        return [part.format(**values) for part in self.settings.command]
+
     def _lease_end(self, round_start: float) -> float:
         return round_start + self.settings.round_seconds + self.settings.hold_seconds
 
@@ -391,13 +417,7 @@ class RuntimeScheduler:
     def _start(self, job_id: int, gpu_type: str, deadline: float, wanted: float, partner: int | None) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
         checkpoint = Path(record.checkpoint).read_bytes() if record.checkpoint else None
-        values = {
-            "family": state.family.name,
-            "batch_size": state.batch_size,
-            "mode": state.spec.mode,
-            "job_id": job_id,
-        }
-        command = [part.format(**values) for part in self.settings.command]
+        command = self._command(state)
         launch = Launch(
             job_id,
             state.scale_factor,

@@ -14,6 +14,8 @@ import uvicorn
 from fastapi import FastAPI
 
 STARTUP_TIMEOUT_S = 30.0
+GRACEFUL_S = 2.0
+"""How long a stopping server waits for open requests: a dashboard's event stream never ends by itself."""
 
 
 class _Server(uvicorn.Server):
@@ -55,7 +57,15 @@ def start_server(
 
     uvicorn leaves the process's logging alone (no log config, no access log) and its signal handlers are only
     installed from the main thread, so the scheduler keeps Ctrl-C."""
-    config = uvicorn.Config(app, host=host, port=port, log_config=None, access_log=False, lifespan="off")
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=GRACEFUL_S,
+    )
     server = _Server(config)
     thread = threading.Thread(target=server.run_until_stopped, name="shockwave-api", daemon=True)
     thread.start()

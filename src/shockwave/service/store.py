@@ -97,6 +97,7 @@ class Job(BaseModel):
     """Unix time of the submission."""
     spec: JobSpec
     total_steps: int
+    """Its length in steps at `batch_size` (a batch-size switch converts the steps done and to do)."""
     batch_size: int
     """The batch size it trains at now (the spec's initial one until the scheduler reports a switch)."""
     progress_steps: int
@@ -120,6 +121,7 @@ class JobUpdate(TypedDict, total=False):
     gpu_type: str | None
     gpus: int | None
     progress_steps: int
+    total_steps: int
     batch_size: int
     estimated_finish_s: float | None
     rho: float | None
@@ -233,20 +235,28 @@ class Store:
     def update(self, job_id: int, **changes: Unpack[JobUpdate]) -> bool:
         """The scheduler's news about a job; False when the job is over already (cancelled meanwhile) and nothing
         changed."""
-        unknown = set(changes) - set(JobUpdate.__annotations__)
-        if unknown:
-            raise ValueError(f"Store.update cannot change {sorted(unknown)}")
-        if "state" in changes and changes["state"] not in STATES:
-            raise ValueError(f"unknown state {changes['state']!r}")
-        if not changes:
-            return True
-        assignments = ", ".join(f"{column} = ?" for column in changes)  # column names checked above
+        return self.update_many({job_id: changes})[job_id]
+
+    def update_many(self, changes: Mapping[int, JobUpdate]) -> dict[int, bool]:
+        """`update` for several jobs in one transaction (a round's news): job id -> whether it changed."""
+        for update in changes.values():
+            unknown = set(update) - set(JobUpdate.__annotations__)
+            if unknown:
+                raise ValueError(f"Store.update cannot change {sorted(unknown)}")
+            if "state" in update and update["state"] not in STATES:
+                raise ValueError(f"unknown state {update['state']!r}")
         final = ", ".join(f"'{state}'" for state in FINAL_STATES)
+        changed = {job_id: True for job_id, update in changes.items() if not update}
         with self._connect() as db:
-            cursor = db.execute(
-                f"UPDATE jobs SET {assignments} WHERE id = ? AND state NOT IN ({final})", (*changes.values(), job_id)
-            )
-            return cursor.rowcount == 1
+            for job_id, update in changes.items():
+                if update:
+                    assignments = ", ".join(f"{column} = ?" for column in update)  # column names checked above
+                    cursor = db.execute(
+                        f"UPDATE jobs SET {assignments} WHERE id = ? AND state NOT IN ({final})",
+                        (*update.values(), job_id),
+                    )
+                    changed[job_id] = cursor.rowcount == 1
+        return changed
 
     def new_since(self, job_id: int) -> list[Job]:
         """Jobs submitted after job `job_id` (0: all), in submission order, whatever their state."""
@@ -258,9 +268,12 @@ class Store:
         with self._connect() as db:
             return self._select(db, "WHERE cancel_pending = 1")
 
-    def cancellation_done(self, job_id: int) -> None:
-        """The scheduler stopped (or never started) a cancelled job."""
+    def cancellation_done(self, job_id: int, outcome: State | None = None) -> None:
+        """The scheduler stopped (or never started) a cancelled job; or, with `outcome`, the job had ended that way
+        before the cancellation reached it (it finished in the same round): it says what really happened."""
         with self._connect() as db:
+            if outcome is not None:
+                db.execute("UPDATE jobs SET state = ? WHERE id = ? AND cancel_pending = 1", (outcome, job_id))
             db.execute("UPDATE jobs SET cancel_pending = 0 WHERE id = ?", (job_id,))
 
     def counts(self) -> dict[str, int]:

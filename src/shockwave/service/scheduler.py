@@ -1,0 +1,257 @@
+"""The scheduler behind `shockwave serve`: the runtime's scheduler and loop (`RuntimeScheduler`), its jobs coming from
+the service's queue (`Store`) instead of a trace.
+
+At each round boundary, before the policy plans, it takes in what the API wrote: a new submission joins the run (its
+arrival is its submission, on the run's clock) and a cancellation ends its job at once (a running one is killed:
+nothing of it is wanted any more). Whenever it journals, it writes back each job's state, GPUs, progress, batch size,
+expected finish and rho; at each launch, the round's plan and what /metrics serves. A job's output goes to
+`DIR/logs/NAME.log`.
+
+Ids: the run knows job i as the i-th submission it took in (the trace it writes at the end has them in that order);
+the store's ids are journaled beside (`QueueLink.journaled`), so a resumed service rebuilds the same jobs from the
+queue, and takes in whatever was submitted while it was down.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shockwave.cluster import ClusterSpec
+from shockwave.core.loop import SchedulingLoop
+from shockwave.core.plan import RoundPlan
+from shockwave.core.state import JobState
+from shockwave.runtime.journal import JobRecord
+from shockwave.runtime.scheduler import RuntimeScheduler
+from shockwave.service.api import SchedulerMetrics
+from shockwave.service.spec import JobSpec
+from shockwave.service.store import Job, JobUpdate, Placement, Store
+from shockwave.workload_model.profile import build_profile
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class QueueLink:
+    """The jobs the run took in from the queue, in the run's order: store id, arrival (run seconds), spec."""
+
+    store: Store
+    store_ids: list[int] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    specs: list[JobSpec] = field(default_factory=list)
+    metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
+    """The latest round's numbers, for /metrics (replaced whole, so the API's threads read a consistent one)."""
+
+    def joined(self, job: Job, arrival: float) -> int:
+        """Take `job` in at `arrival`; returns its id in the run."""
+        self.store_ids.append(job.id)
+        self.arrivals.append(arrival)
+        self.specs.append(job.spec)
+        return len(self.store_ids) - 1
+
+    def journaled(self) -> list[list[float]]:
+        """[store id, arrival] of each job, in the run's order: what a resumed service rebuilds its jobs from."""
+        return [[store_id, arrival] for store_id, arrival in zip(self.store_ids, self.arrivals, strict=True)]
+
+    @classmethod
+    def restored(cls, store: Store, journaled: list[list[float]]) -> QueueLink:
+        """The link a journal recorded, with the specs from the queue (which never forgets a job)."""
+        by_id = {job.id: job for job in store.new_since(0)}
+        link = cls(store)
+        for store_id, arrival in journaled:
+            link.joined(by_id[int(store_id)], float(arrival))
+        return link
+
+    @property
+    def last_store_id(self) -> int:
+        return self.store_ids[-1] if self.store_ids else 0
+
+    def name(self, job_id: int) -> str:
+        return self.specs[job_id].name
+
+
+def equal_share_rate(job: JobState, cluster: ClusterSpec) -> float:
+    """Steps/s at the job's equal share of the cluster, as rho's T_iso reads it (`profile.isolated_time`): its rate
+    on one type; on several, sum_t (n_t / G) x rate_t over the types whose pool fits its gang."""
+    if len(cluster.pools) == 1:
+        return job.rate(cluster.pools[0].gpu_type)
+    return sum(
+        pool.gpus / cluster.gpus * job.rate(pool.gpu_type) for pool in cluster.pools if job.scale_factor <= pool.gpus
+    )
+
+
+class ServiceScheduler(RuntimeScheduler):
+    """A runtime scheduler whose jobs are the queue's: it never runs out of them, and stops only when asked."""
+
+    def __init__(self, link: QueueLink, logs: Path, **scheduler: Any) -> None:
+        self.link, self.logs = link, logs
+        self.published: dict[int, JobUpdate] = {}
+        """What the store was last told of each job (only news is written)."""
+        self.alone_s: dict[int, float] = {}
+        """Each job's T_iso at its latest rates: a finished job's rho is its time over this."""
+        self.planning_from: float | None = None
+        self.last_round_start: float | None = None
+        super().__init__(**scheduler)
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    # -- the loop's driver ------------------------------------------------------------------------------------------
+    def admit(self, loop: SchedulingLoop) -> None:
+        self._take_submissions()
+        self._take_cancellations()
+        super().admit(loop)
+        self.planning_from = time.perf_counter()
+
+    def idle(self, loop: SchedulingLoop) -> bool:
+        """A service waits for submissions until it is asked to stop."""
+        return not self.stop.is_set()
+
+    def all_settled(self) -> bool:
+        return self.stop.is_set()
+
+    def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
+        solve_s = time.perf_counter() - self.planning_from if self.planning_from is not None else None
+        launched = super().launch(loop, plan)
+        self._record_round(launched, solve_s)
+        return launched
+
+    # -- the queue's news -------------------------------------------------------------------------------------------
+    def _take_submissions(self) -> None:
+        for job in self.link.store.new_since(self.link.last_store_id):
+            arrival = min(self.view.now, max(0.0, job.submitted_s - self.start_wall))
+            job_id = self.link.joined(job, arrival)
+            spec = job.spec.trace_job(arrival)
+            self.jobs.append(spec)
+            self.profiles.append(build_profile(spec, self.throughputs))
+            self.records[job_id] = JobRecord(id=job_id, total_steps=spec.total_steps, batch_size=spec.batch_size)
+            if job.state == "cancelled":
+                self.records[job_id].status = "cancelled"
+            log.info("job %d (%s) taken in: %d GPU(s), %d steps", job_id, job.name, spec.scale_factor, spec.total_steps)
+
+    def _take_cancellations(self) -> None:
+        run_ids = {store_id: job_id for job_id, store_id in enumerate(self.link.store_ids)}
+        for job in self.link.store.pending_cancellations():
+            job_id = run_ids[job.id]  # taken in just before
+            record = self.records[job_id]
+            ended = record.status in ("done", "failed")  # in the round the operator cancelled it
+            if not ended and record.status != "cancelled":
+                if job_id in self.running:
+                    self._release(job_id)
+                if job_id in self.view.jobs:
+                    self.loop.remove(self.view.jobs[job_id])
+                record.status = "cancelled"
+                log.info("job %d (%s) cancelled", job_id, job.name)
+            self._save()  # durable before the store forgets the request: a crash now cancels it again on resume
+            self.link.store.cancellation_done(job.id, record.status if ended else None)  # type: ignore[arg-type]
+            if ended:
+                self.published.pop(job_id, None)  # its news was refused while the store said cancelled
+
+    def _admission_rates(self, job_id: int, record: JobRecord) -> dict[str, float]:
+        """Only on the GPU types the job's spec allows."""
+        rates = super()._admission_rates(job_id, record)
+        allowed = self.link.specs[job_id].gpu_types
+        return rates if allowed is None else {t: rate for t, rate in rates.items() if t in allowed}
+
+    def _command(self, state: JobState) -> list[str]:
+        """The spec's own command, else the service's for a built-in workload."""
+        command = self.link.specs[state.id].command
+        return list(command) if command is not None else super()._command(state)
+
+    # -- output -----------------------------------------------------------------------------------------------------
+    def _look(self, job_id: int, status: Any) -> None:
+        super()._look(job_id, status)
+        self._keep_output(job_id)
+
+    def _release(self, job_id: int, until: float | None = None) -> None:
+        self._keep_output(job_id)  # what it printed last, before its processes go
+        super()._release(job_id, until)
+
+    def _keep_output(self, job_id: int) -> None:
+        chunk = self.backend.output(job_id)
+        if chunk:
+            with (self.logs / f"{self.link.name(job_id)}.log").open("ab") as output:
+                output.write(chunk)
+
+    # -- telling the store ------------------------------------------------------------------------------------------
+    def _save(self) -> None:
+        self.run_settings["service_jobs"] = self.link.journaled()
+        super()._save()
+        self._publish()
+
+    def _publish(self) -> None:
+        now = self.elapsed()
+        updates: dict[int, JobUpdate] = {}
+        for job_id, record in self.records.items():
+            news = self._news(job_id, record, now)
+            if news is not None and news != self.published.get(job_id):
+                updates[self.link.store_ids[job_id]] = news
+                self.published[job_id] = news
+        if updates:
+            self.link.store.update_many(updates)
+
+    def _news(self, job_id: int, record: JobRecord, now: float) -> JobUpdate | None:
+        """What the store should say of the job now (None: nothing it does not know)."""
+        arrival = self.link.arrivals[job_id]
+        if record.status == "done":
+            finish = record.finish_s or now
+            alone = self.alone_s.get(job_id)
+            return JobUpdate(
+                state="done",
+                gpu_type=None,
+                gpus=None,
+                progress_steps=record.total_steps,
+                total_steps=record.total_steps,
+                batch_size=record.batch_size,
+                estimated_finish_s=self.start_wall + finish,
+                rho=(finish - arrival) / alone if alone else None,
+            )
+        if record.status == "failed":
+            return JobUpdate(state="failed", gpu_type=None, gpus=None, reason=record.reason)
+        state = self.view.jobs.get(job_id)
+        if record.status != "active" or state is None:
+            return None
+        lease = self.running.get(job_id)
+        finish, rho = self._estimates(job_id, state, arrival, now)
+        return JobUpdate(
+            state="running" if lease is not None else "queued",
+            gpu_type=lease.granted if lease is not None else None,
+            gpus=state.scale_factor if lease is not None else None,
+            progress_steps=state.steps_done,
+            total_steps=state.total_steps,
+            batch_size=state.batch_size,
+            estimated_finish_s=None if finish is None else self.start_wall + finish,
+            rho=rho,
+        )
+
+    def _estimates(self, job_id: int, state: JobState, arrival: float, now: float) -> tuple[float | None, float | None]:
+        """(finish, rho) if the job goes on at its pace since it arrived (run seconds; None before any progress).
+
+        The pace includes the rounds it waited, so the finish is what the cluster's sharing gives it, not what a
+        lease alone would; T_iso is its time at its equal share at its current (measured) rates."""
+        rate = equal_share_rate(state, self.cluster)
+        if rate > 0:
+            self.alone_s[job_id] = state.total_steps / rate
+        done = state.steps_done / state.total_steps if state.total_steps else 0.0
+        if done <= 0 or now <= arrival:
+            return None, None
+        finish = arrival + (now - arrival) / done
+        alone = self.alone_s.get(job_id)
+        return finish, (finish - arrival) / alone if alone else None
+
+    def _record_round(self, launched: RoundPlan, solve_s: float | None) -> None:
+        busy = launched.gpus_by_type()
+        placements = [
+            Placement(job=self.link.name(job_id), gpu_type=a.gpu_type, gpus=a.gpus)
+            for a in launched.assignments
+            for job_id in a.jobs
+        ]
+        now = self.clock.now()
+        self.link.store.record_round(now, {t: busy.get(t, 0) for t in self.cluster.types}, placements)
+        self.link.metrics = SchedulerMetrics(
+            gpu_utilisation={p.gpu_type: busy.get(p.gpu_type, 0) / p.gpus for p in self.cluster.pools},
+            solve_seconds=solve_s,
+            round_seconds=now - self.last_round_start if self.last_round_start is not None else None,
+        )
+        self.last_round_start = now

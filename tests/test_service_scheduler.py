@@ -1,0 +1,213 @@
+"""`shockwave serve`'s scheduler on the in-process fake cluster: jobs submitted and cancelled while it runs, a stop,
+a crash and a resume. Virtual time: whatever happens "while it runs" happens at a given virtual second, from the
+scheduler's own waits, so every run is the same run however busy the machine is."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from shockwave.cluster import ClusterSpec
+from shockwave.core.clock import VirtualClock
+from shockwave.errors import InputError
+from shockwave.runtime.fake_backend import FakeBackend
+from shockwave.runtime.journal import Journal
+from shockwave.service.endpoint import read_endpoint
+from shockwave.service.serve import ServeRequest, serve
+from shockwave.service.spec import JobSpec
+from shockwave.service.store import Store
+
+RATE = 100.0
+"""Fake steps per second: a 1,000-step job needs 10 s of a GPU."""
+
+
+class World(VirtualClock):
+    """Virtual time in which things happen at given seconds (a submission, a cancellation, a stop), each when the
+    scheduler's waiting first reaches it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[float, Callable[[], None]]] = []
+
+    def at(self, time_s: float, action: Callable[[], None]) -> None:
+        self.events.append((time_s, action))
+        self.events.sort(key=lambda event: event[0])
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        while self.events and self.events[0][0] <= self.time:
+            self.events.pop(0)[1]()
+
+
+def spec(name: str, steps: int = 1000, **fields: Any) -> JobSpec:
+    return JobSpec.model_validate({"name": name, "family": "ResNet-18", "steps": steps, **fields})
+
+
+def request(out: Path, **changes: Any) -> ServeRequest:
+    fields: dict[str, Any] = {"cluster": "v100:2", "policy": "max_min_fairness", "round_seconds": 5.0}
+    return ServeRequest(out=out, **(fields | changes))
+
+
+def backend_on(world: World, fakes: list[FakeBackend]) -> Callable[[ClusterSpec], FakeBackend]:
+    def make(cluster: ClusterSpec) -> FakeBackend:
+        pools = {pool.gpu_type: pool.gpus for pool in cluster.pools}
+        fakes.append(FakeBackend(pools, steps_per_s=RATE, clock=world))
+        return fakes[-1]
+
+    return make
+
+
+def launched(fakes: list[FakeBackend], job_id: int) -> list[Any]:
+    return [launch for fake in fakes for launch in fake.launches if launch.job_id == job_id]
+
+
+def test_jobs_submitted_and_cancelled_while_it_runs(tmp_path: Path) -> None:
+    """Six jobs over time on 2 GPUs; one cancelled while queued, one while running; then a stop once the rest
+    finished: each other job completed once with all its steps, and a cancelled job never ran after its cancel."""
+    world, fakes, stop = World(), [], threading.Event()
+    queue = Store(tmp_path, clock=world.now)
+    for i, at in enumerate([0.0, 0.0, 1.0, 12.0, 12.0, 30.0]):
+        world.at(at, lambda i=i: queue.submit(spec(f"job-{i}", steps=1000 + 100 * i)))
+    world.at(13.0, lambda: queue.cancel("job-4"))  # queued behind the others: 2 GPUs, 4 jobs
+    cancelled_running: list[int] = []
+
+    def cancel_a_running_one() -> None:
+        running = [job for job in queue.jobs() if job.state == "running"]
+        assert running, "a job should be running at 21 s"
+        furthest_from_done = min(running, key=lambda job: job.progress_steps / job.total_steps)
+        queue.cancel(furthest_from_done.name)
+        cancelled_running.append(furthest_from_done.id - 1)
+
+    world.at(21.0, cancel_a_running_one)
+    world.at(200.0, stop.set)
+    result = serve(request(tmp_path), stop, backend_on(world, fakes))
+
+    jobs = {job.name: job for job in queue.jobs()}
+    assert len(jobs) == 6 and jobs["job-4"].state == "cancelled"
+    running_name = f"job-{cancelled_running[0]}"
+    assert jobs[running_name].state == "cancelled" and running_name != "job-4"
+    done = [job for job in jobs.values() if job.state == "done"]
+    assert len(done) == 4 and all(job.progress_steps == job.total_steps for job in done)
+    assert all(job.rho is not None and job.rho > 0 for job in done)
+    records = Journal(tmp_path / "journal.sqlite").jobs()
+    assert sorted(r.status for r in records.values()) == ["cancelled"] * 2 + ["done"] * 4
+    assert launched(fakes, 4) == []  # cancelled before it ever ran
+    cancelled_at = 21.0
+    assert all(launch.deadline <= cancelled_at + 10 for launch in launched(fakes, cancelled_running[0]))
+    assert result["cancelled_jobs"] == sorted([4, cancelled_running[0]])
+    assert result["unfinished_jobs"] == [] and result["complete"]
+    assert result["job_names"] == [f"job-{i}" for i in range(6)]
+    saved = json.loads((tmp_path / "results.json").read_text())[0]
+    assert saved["jobs"] == result["jobs"] and len(saved["jobs"]) == 4
+    assert (tmp_path / "trace.scaled.trace").read_text().count("\n") == 6
+    assert "at step 1000" in (tmp_path / "logs" / "job-0.log").read_text()
+    assert not (tmp_path / "endpoint.json").exists()  # a stopped service cannot be reached
+    rounds = queue.rounds(1000)
+    assert rounds and all(sum(r.busy.values()) <= 2 for r in rounds)
+    assert any(p.job == "job-0" for r in rounds for p in r.plan)
+
+
+def test_a_stop_checkpoints_the_running_jobs_and_a_resume_finishes_them(tmp_path: Path) -> None:
+    world, fakes, stop = World(), [], threading.Event()
+    queue = Store(tmp_path, clock=world.now)
+    for i in range(3):
+        world.at(0.0, lambda i=i: queue.submit(spec(f"job-{i}", steps=3000)))
+    world.at(12.0, stop.set)
+    first = serve(request(tmp_path), stop, backend_on(world, fakes))
+    assert first["jobs"] == [] and sorted(first["unfinished_jobs"]) == [0, 1, 2] and not first["complete"]
+    records = Journal(tmp_path / "journal.sqlite").jobs()
+    stopped = {i: r.steps for i, r in records.items() if r.steps > 0}
+    assert len(stopped) >= 2  # those that ran kept their steps in a checkpoint
+    assert first["wall_seconds"] < 12.5  # the round in progress ended at the stop, not at its end (15 s)
+
+    stop = threading.Event()
+    world.at(world.now() + 1.0, lambda: queue.submit(spec("late", steps=500)))  # while it was down
+    world.at(world.now() + 200.0, stop.set)
+    resumed = serve(request(tmp_path, resume=True, policy="ignored"), stop, backend_on(world, fakes))
+    assert resumed["policy"] == first["policy"]  # the journal's service, not the flags
+    assert resumed["complete"] and len(resumed["jobs"]) == 4
+    for job_id, steps in stopped.items():
+        assert int(launched(fakes[1:], job_id)[0].checkpoint or b"0") == steps
+    assert {job.state for job in queue.jobs()} == {"done"}
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_crashed_service_resumes_with_its_queue_and_never_reruns_a_finished_or_cancelled_job(tmp_path: Path) -> None:
+    world, fakes = World(), []
+    queue = Store(tmp_path, clock=world.now)
+    for i in range(4):
+        world.at(2.0 * i, lambda i=i: queue.submit(spec(f"job-{i}", steps=500 if i == 0 else 2000)))
+    world.at(7.0, lambda: queue.cancel("job-3"))
+
+    def crash() -> None:
+        raise Crash
+
+    world.at(22.0, crash)
+    with pytest.raises(Crash):
+        serve(request(tmp_path), threading.Event(), backend_on(world, fakes))
+    before = Journal(tmp_path / "journal.sqlite").jobs()
+    finished = {i for i, r in before.items() if r.status == "done"}
+    assert 0 < len(finished) < 3 and before[3].status == "cancelled"
+
+    stop = threading.Event()
+    world.at(world.now() + 300.0, stop.set)
+    result = serve(request(tmp_path, resume=True), stop, backend_on(world, fakes))
+    again = {launch.job_id for launch in fakes[1].launches}
+    assert not again & finished and 3 not in again
+    assert sorted(job["id"] for job in result["jobs"]) == [0, 1, 2] and result["cancelled_jobs"] == [3]
+    after = Journal(tmp_path / "journal.sqlite").jobs()
+    assert all(after[i].finish_s == before[i].finish_s for i in finished)
+
+
+def test_a_job_runs_only_on_the_gpu_types_its_spec_allows(tmp_path: Path) -> None:
+    world, fakes, stop = World(), [], threading.Event()
+    queue = Store(tmp_path, clock=world.now)
+    world.at(0.0, lambda: queue.submit(spec("k80-only", steps=2000, gpu_types=["k80"])))
+    world.at(0.0, lambda: queue.submit(spec("anywhere", steps=2000)))
+    world.at(120.0, stop.set)
+    cluster = "v100:1,k80:1"
+    result = serve(request(tmp_path, cluster=cluster, policy="max_min_fairness_perf"), stop, backend_on(world, fakes))
+    assert result["complete"] and len(result["jobs"]) == 2
+    assert {launch.gpu_type for launch in launched(fakes, 0)} == {"k80"}
+
+
+def test_the_api_is_served_while_it_runs_and_submissions_over_http_are_scheduled(tmp_path: Path) -> None:
+    """The endpoint file appears once the service listens; a job posted with its token is run to the end."""
+    world, fakes, stop = World(), [], threading.Event()
+    answers: list[int] = []
+
+    def post() -> None:
+        endpoint = read_endpoint(tmp_path)
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        body = {"name": "posted", "family": "ResNet-18", "steps": 500}
+        answers.append(httpx.post(f"{endpoint.url}/jobs", json=body, headers=headers, trust_env=False).status_code)
+        answers.append(httpx.post(f"{endpoint.url}/jobs", json=body, trust_env=False).status_code)
+
+    world.at(1.0, post)
+    world.at(60.0, stop.set)
+    result = serve(request(tmp_path), stop, backend_on(world, fakes))
+    assert answers == [201, 401]
+    assert len(result["jobs"]) == 1 and result["job_names"] == ["posted"]
+
+
+def test_what_cannot_start_a_service_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    stop = threading.Event()
+    with pytest.raises(InputError, match="no journal to resume"):
+        serve(request(tmp_path / "a", resume=True), stop, lambda cluster: pytest.fail("no backend"))
+    with pytest.raises(InputError, match="--cluster"):
+        serve(ServeRequest(out=tmp_path / "b"), stop, lambda cluster: pytest.fail("no backend"))
+    with pytest.raises(InputError, match="round-seconds"):
+        serve(request(tmp_path / "c", round_seconds=float("nan")), stop, lambda cluster: pytest.fail("no backend"))
+    (tmp_path / "d").mkdir()
+    Journal(tmp_path / "d" / "journal.sqlite").close()
+    with pytest.raises(InputError, match="add --resume"):
+        serve(request(tmp_path / "d"), stop, lambda cluster: pytest.fail("no backend"))
