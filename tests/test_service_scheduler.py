@@ -211,3 +211,15 @@ def test_what_cannot_start_a_service_is_refused_before_anything_runs(tmp_path: P
     Journal(tmp_path / "d" / "journal.sqlite").close()
     with pytest.raises(InputError, match="add --resume"):
         serve(request(tmp_path / "d"), stop, lambda cluster: pytest.fail("no backend"))
+
+
+def test_a_service_stopped_while_a_job_runs_past_the_last_finish_writes_a_valid_result(tmp_path: Path) -> None:
+    """Utilisation counts GPU time up to the last finish: the running job's lease goes on past it."""
+    world, fakes, stop = World(), [], threading.Event()
+    queue = Store(tmp_path, clock=world.now)
+    world.at(0.0, lambda: queue.submit(spec("short", steps=200)))
+    world.at(0.0, lambda: queue.submit(spec("long", steps=100_000)))
+    world.at(60.0, stop.set)
+    result = serve(request(tmp_path), stop, backend_on(world, fakes))
+    assert [job["id"] for job in result["jobs"]] == [0] and result["unfinished_jobs"] == [1]
+    assert 0 < result["utilization"] <= 1

@@ -885,14 +885,16 @@ def serve_cmd(
         err.print("stopping: running jobs checkpoint and exit (again to stop at once)", highlight=False)
         stop.set()
 
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, stopping)
+    def ready(url: str) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):  # after Ray's own handlers, which would end the process
+            signal.signal(signum, stopping)
+        err.print(f"serving on {url} (DIR/endpoint.json has its token)", markup=False, highlight=False)
     kept = (
         f"the journal {output / 'journal.sqlite'} and the queue keep every job; "
         f"`shockwave serve --resume --out {output}` continues the service"
     )
     with _saying_what_was_kept(kept), _native_output_to_stderr():
-        result = serve(request, stop, command=this_command())
+        result = serve(request, stop, command=this_command(), ready=ready)
     print_run_summary(out, result)
     out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
 

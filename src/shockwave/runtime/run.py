@@ -329,11 +329,11 @@ def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str | N
     )
 
 
-def _within(busy: float, gpus: int, makespan: float, given_up: bool) -> float:
+def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
     """`busy` GPU-seconds of `gpus` GPUs, as many as fit in the makespan. A finished job's leases end by its finish, so
-    by the makespan; only a given-up job's may run past the last finish, and then the cap leaves that time out (a
-    bound, not the exact time: leases keep no end times)."""
-    return min(busy, gpus * makespan) if given_up else busy
+    by the makespan; only an unfinished job's (given up, cancelled, or running when a service stopped) may run past
+    the last finish, and then the cap leaves that time out (a bound, not the exact time: leases keep no end times)."""
+    return min(busy, gpus * makespan) if unfinished else busy
 
 
 def run_result(
@@ -370,7 +370,8 @@ def run_result(
     ]
     makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)
     failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
-    busy = _within(_busy(records, jobs), request.gpus, makespan, bool(failed))
+    not_done = any(r.status != "done" for r in records.values())
+    busy = _within(_busy(records, jobs), request.gpus, makespan, not_done)
     summary = summarize_run(
         outcomes,
         gpus=request.gpus,
@@ -381,7 +382,7 @@ def run_result(
     )
     if len(cluster.pools) > 1:
         summary["utilization_by_type"] = {
-            pool.gpu_type: _within(_busy(records, jobs, pool.gpu_type), pool.gpus, makespan, bool(failed))
+            pool.gpu_type: _within(_busy(records, jobs, pool.gpu_type), pool.gpus, makespan, not_done)
             / (pool.gpus * makespan)
             if makespan
             else 0.0

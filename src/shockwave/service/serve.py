@@ -121,9 +121,12 @@ def serve(
     stop: threading.Event,
     backend: Callable[[ClusterSpec], Backend] | None = None,
     command: list[str] | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the service until `stop` is set; returns the run's result (also written to DIR/results.json).
-    `backend` makes the cluster's backend (default: Ray); `command` is recorded in the result's provenance."""
+    `backend` makes the cluster's backend (default: Ray); `command` is recorded in the result's provenance; `ready`
+    is called with the URL once the service listens (after Ray has started, which installs signal handlers of its
+    own: the CLI installs its handlers there)."""
     from shockwave.policies.registry import policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
@@ -153,6 +156,8 @@ def serve(
         if request.resume
         else Snapshot(policy, {}, [])
     )
+    token = _token(request.out, request.resume)
+    (request.out / ENDPOINT_FILE).unlink(missing_ok=True)  # a killed service's: clients wait for the new one
     if backend is None:
         require_extra("ray", "cluster", "shockwave serve")
         from shockwave.runtime.ray_backend import RayBackend
@@ -185,11 +190,12 @@ def serve(
         admitted=snapshot.jobs,
         stop=stop,
     )
-    token = _token(request.out, request.resume)
     server = None
     try:
         server = start_server(make_app(store, cluster, token, lambda: link.metrics), port=request.port)
         write_endpoint(request.out, Endpoint(server.url, token))
+        if ready is not None:
+            ready(server.url)
         log.info("serving %s on %s; jobs, logs and journal in %s", cluster.describe(), server.url, request.out)
         scheduler.run()
     finally:

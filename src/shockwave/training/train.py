@@ -157,7 +157,7 @@ def train(family: str, seed: int, mode: str) -> None:
     }
     start = 0
     if lease.checkpoint_path.exists():
-        state = torch.load(lease.checkpoint_path, weights_only=False)
+        state = torch.load(lease.checkpoint_path, weights_only=True)  # tensors and plain data: nothing is unpickled
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         for group in optimizer.param_groups:
@@ -168,6 +168,8 @@ def train(family: str, seed: int, mode: str) -> None:
     if "controller" in state:
         ctl.load_state_dict(state["controller"])
     state["starts"].append({"step": start, "batch_size": lease.batch_size, "pid": os.getpid(), "time": time.time()})
+    if rank == 0:
+        print(f"{family}: from step {start} of {lease.total_steps} at batch size {lease.batch_size}", flush=True)
     per_rank = max(1, lease.batch_size // world)
     pieces = 2 if ctl.needs_small_gradients and world == 1 and per_rank > 1 else 1
 
@@ -175,6 +177,8 @@ def train(family: str, seed: int, mode: str) -> None:
         flag = torch.tensor([1.0 if stop else 0.0])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         return bool(flag.item())
+
+    last_loss = math.nan
 
     def save(step: int) -> None:
         if rank != 0:
@@ -191,11 +195,13 @@ def train(family: str, seed: int, mode: str) -> None:
         torch.save(state, temporary)
         os.replace(temporary, lease.checkpoint_path)
         lease.checkpointed(step)
+        print(f"step {step}: checkpoint saved (loss {last_loss:.4f})", flush=True)
 
     for step in lease.steps(start=start, agree=agree if world > 1 else None):
         generator = torch.Generator().manual_seed(hash((seed, step, rank)) % (2**63))
         x, y, loss_fn = batch(family, per_rank, generator)
         loss, stats = gradients(model, params, loss_fn, x, y, pieces, world)
+        last_loss = loss
         if not math.isfinite(loss):
             raise RuntimeError(f"{family}: the loss is {loss} at step {step} (batch size {lease.batch_size})")
         optimizer.step()
