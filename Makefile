@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gavel_policy_runtime.py --reference-policies $(or $(GAVEL_POLICIES),/tmp/gavel_ref)
 	$(BIN)/python benchmarks/gavel_reference.py
 	$(BIN)/python benchmarks/gavel_figure8.py
+	$(BIN)/python benchmarks/service_latency.py
 
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py

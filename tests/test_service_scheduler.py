@@ -223,3 +223,17 @@ def test_a_service_stopped_while_a_job_runs_past_the_last_finish_writes_a_valid_
     result = serve(request(tmp_path), stop, backend_on(world, fakes))
     assert [job["id"] for job in result["jobs"]] == [0] and result["unfinished_jobs"] == [1]
     assert 0 < result["utilization"] <= 1
+
+
+def test_a_service_stopped_before_any_submission_has_an_empty_result_that_prints(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from shockwave.report import print_run_summary
+
+    world, stop = World(), threading.Event()
+    world.at(30.0, stop.set)
+    result = serve(request(tmp_path), stop, backend_on(world, []))
+    assert result["jobs"] == [] and result["complete"] and result["makespan_lower_bound_s"] == 0
+    console = Console(record=True, width=120)
+    print_run_summary(console, result)
+    assert "makespan" in console.export_text()

@@ -56,7 +56,7 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
         (
             "makespan",
             f"{result['makespan_s']:.1f} s"
-            + (f" ({result['makespan_s'] / bound:.2f}x the lower bound)" if result["complete"] else ""),
+            + (f" ({result['makespan_s'] / bound:.2f}x the lower bound)" if result["complete"] and bound > 0 else ""),
         ),
         ("average JCT", f"{result['avg_jct_s']:.1f} s"),
         ("worst finish-time fairness", f"{result['worst_ftf']:.3f}"),
