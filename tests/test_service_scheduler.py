@@ -13,11 +13,13 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from conftest import shockwave
 from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import VirtualClock
 from shockwave.errors import InputError
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
+from shockwave.runtime.run import replay_arguments
 from shockwave.service.endpoint import read_endpoint
 from shockwave.service.serve import ServeRequest, serve
 from shockwave.service.spec import JobSpec
@@ -108,6 +110,10 @@ def test_jobs_submitted_and_cancelled_while_it_runs(tmp_path: Path) -> None:
     assert (tmp_path / "trace.scaled.trace").read_text().count("\n") == 6
     assert "at step 1000" in (tmp_path / "logs" / "job-0.log").read_text()
     assert not (tmp_path / "endpoint.json").exists()  # a stopped service cannot be reached
+    replay = shockwave("simulate", *replay_arguments(tmp_path, result), "--json")
+    assert replay.returncode == 0, replay.stderr
+    assert len(json.loads(replay.stdout)["jobs"]) == 6  # a replay runs the cancelled jobs too: it cannot cancel
+    assert shockwave("report", tmp_path).returncode == 0
     rounds = queue.rounds(1000)
     assert rounds and all(sum(r.busy.values()) <= 2 for r in rounds)
     assert any(p.job == "job-0" for r in rounds for p in r.plan)
@@ -192,10 +198,20 @@ def test_the_api_is_served_while_it_runs_and_submissions_over_http_are_scheduled
         answers.append(httpx.post(f"{endpoint.url}/jobs", json=body, headers=headers, trust_env=False).status_code)
         answers.append(httpx.post(f"{endpoint.url}/jobs", json=body, trust_env=False).status_code)
 
+    def scrape() -> None:
+        endpoint = read_endpoint(tmp_path)
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        metrics.append(httpx.get(f"{endpoint.url}/metrics", headers=headers, trust_env=False).text)
+
+    metrics: list[str] = []
     world.at(1.0, post)
+    world.at(8.0, scrape)
     world.at(60.0, stop.set)
     result = serve(request(tmp_path), stop, backend_on(world, fakes))
     assert answers == [201, 401]
+    assert 'shockwave_gpu_utilisation_ratio{gpu_type="v100"} 0.5' in metrics[0]  # one job on two GPUs
+    assert 'shockwave_jobs{state="running"} 1.0' in metrics[0]
+    assert "shockwave_solve_seconds " in metrics[0] and "shockwave_round_seconds 5.0" in metrics[0]
     assert len(result["jobs"]) == 1 and result["job_names"] == ["posted"]
 
 
