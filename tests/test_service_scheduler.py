@@ -253,3 +253,39 @@ def test_a_service_stopped_before_any_submission_has_an_empty_result_that_prints
     console = Console(record=True, width=120)
     print_run_summary(console, result)
     assert "makespan" in console.export_text()
+
+
+def test_entities_share_the_cluster_by_weight_and_a_job_of_no_entity_is_refused(tmp_path: Path) -> None:
+    """Two teams, weights 3 and 1, four long jobs each on 4 GPUs: multi-level max-min fairness gives the first team
+    three GPUs' time for each of the second's. A job naming no entity (the file has no default) or an unknown one is
+    refused with the field named, and nothing is queued."""
+    teams = tmp_path / "teams.toml"
+    teams.write_text("[entities]\nvision = 3\nspeech = 1\n")
+    out = tmp_path / "service"
+    world, fakes, stop = World(), [], threading.Event()
+    queue = Store(out, clock=world.now)
+    refusals: list[tuple[int, str]] = []
+    for i in range(8):
+        team = "vision" if i % 2 == 0 else "speech"
+        world.at(0.0, lambda i=i, team=team: queue.submit(spec(f"{team}-{i}", steps=100_000, entity=team)))
+
+    def refused() -> None:
+        endpoint = read_endpoint(out)
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        for entity in (None, "finance"):
+            body = {"name": f"stray-{entity}", "family": "ResNet-18", "steps": 10, "entity": entity}
+            answer = httpx.post(f"{endpoint.url}/jobs", json=body, headers=headers, trust_env=False)
+            refusals.append((answer.status_code, answer.json()["field"]))
+
+    world.at(1.0, refused)
+    world.at(400.0, stop.set)
+    changes = {"cluster": "v100:4", "policy": "max_min_fairness_water_filling", "policy_params": (f"entities={teams}",)}
+    result = serve(request(out, **changes), stop, backend_on(world, fakes))
+    assert refusals == [(422, "entity"), (422, "entity")] and len(queue.jobs()) == 8
+    records = Journal(out / "journal.sqlite").jobs()
+    names = result["job_names"]
+    held = {
+        team: sum(r.run_seconds for i, r in records.items() if names[i].startswith(team))
+        for team in ("vision", "speech")
+    }
+    assert held["vision"] / held["speech"] == pytest.approx(3.0, rel=0.15)

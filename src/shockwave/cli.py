@@ -830,6 +830,14 @@ def serve_cmd(
         int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
     ] = None,
     policy: Annotated[str, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = "shockwave",
+    policy_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy-param",
+            help="KEY=VALUE: a parameter the policy declares (repeatable); entities=teams.toml shares the cluster "
+            "between the file's entities, each job in its spec's entity.",
+        ),
+    ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 30.0,
     address: Annotated[
@@ -876,6 +884,7 @@ def serve_cmd(
         command=command or DEFAULT_COMMAND,
         resume=resume,
         port=port,
+        policy_params=tuple(policy_param or ()),
     )
     stop = threading.Event()
 
@@ -889,6 +898,7 @@ def serve_cmd(
         for signum in (signal.SIGTERM, signal.SIGINT):  # after Ray's own handlers, which would end the process
             signal.signal(signum, stopping)
         err.print(f"serving on {url} (DIR/endpoint.json has its token)", markup=False, highlight=False)
+
     kept = (
         f"the journal {output / 'journal.sqlite'} and the queue keep every job; "
         f"`shockwave serve --resume --out {output}` continues the service"

@@ -128,10 +128,15 @@ def tail(path: Path, lines: int) -> str:
 
 
 def make_app(
-    store: Store, cluster: ClusterSpec, token: str, metrics_source: Callable[[], SchedulerMetrics] | None = None
+    store: Store,
+    cluster: ClusterSpec,
+    token: str,
+    metrics_source: Callable[[], SchedulerMetrics] | None = None,
+    admissible: Callable[[JobSpec], None] | None = None,
 ) -> FastAPI:
     """The API of one service: its queue, the cluster submissions are checked against, the token clients must
-    send, and (once the scheduler runs) where its metrics come from."""
+    send, (once the scheduler runs) where its metrics come from, and what else a spec must satisfy (`admissible`
+    raises an InputError naming the field: the service's policy's own needs)."""
     if not token:
         raise ValueError("the API needs a token")
     expected = token.encode()
@@ -222,6 +227,8 @@ def make_app(
     def submit_job(spec: JobSpec, response: Response) -> Job:
         """Queue a job; the scheduler admits it at its next round."""
         spec.check(cluster)
+        if admissible is not None:
+            admissible(spec)
         job = store.submit(spec)
         response.headers["Location"] = f"/jobs/{job.name}"
         return job

@@ -29,6 +29,7 @@ from shockwave.runtime.scheduler import RuntimeScheduler
 from shockwave.service.api import SchedulerMetrics
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Job, JobUpdate, Placement, Store
+from shockwave.workload_model.entities import Entities
 from shockwave.workload_model.profile import build_profile
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,9 @@ class QueueLink:
     """The jobs the run took in from the queue, in the run's order: store id, arrival (run seconds), spec."""
 
     store: Store
+    entities: Entities | None = None
+    """The entities the policy shares the cluster between (`--policy-param entities=FILE`): each job joins its
+    spec's entity (else the file's default)."""
     store_ids: list[int] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     specs: list[JobSpec] = field(default_factory=list)
@@ -50,17 +54,20 @@ class QueueLink:
         self.store_ids.append(job.id)
         self.arrivals.append(arrival)
         self.specs.append(job.spec)
-        return len(self.store_ids) - 1
+        job_id = len(self.store_ids) - 1
+        if self.entities is not None and job.spec.entity is not None:
+            self.entities.jobs[job_id] = job.spec.entity
+        return job_id
 
     def journaled(self) -> list[list[float]]:
         """[store id, arrival] of each job, in the run's order: what a resumed service rebuilds its jobs from."""
         return [[store_id, arrival] for store_id, arrival in zip(self.store_ids, self.arrivals, strict=True)]
 
     @classmethod
-    def restored(cls, store: Store, journaled: list[list[float]]) -> QueueLink:
+    def restored(cls, store: Store, journaled: list[list[float]], entities: Entities | None = None) -> QueueLink:
         """The link a journal recorded, with the specs from the queue (which never forgets a job)."""
         by_id = {job.id: job for job in store.new_since(0)}
-        link = cls(store)
+        link = cls(store, entities)
         for store_id, arrival in journaled:
             link.joined(by_id[int(store_id)], float(arrival))
         return link

@@ -21,6 +21,7 @@ import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ from shockwave.service.api import LOG_FOLDER, make_app
 from shockwave.service.endpoint import ENDPOINT_FILE, Endpoint, new_token, read_endpoint, write_endpoint
 from shockwave.service.scheduler import QueueLink, ServiceScheduler
 from shockwave.service.server import start_server
+from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
+from shockwave.workload_model.entities import Entities, read_entities
 from shockwave.workload_model.profile import build_profile
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import write_trace
@@ -65,6 +68,9 @@ class ServeRequest:
     """The command of a job whose spec names none (a built-in workload): {family}, {batch_size}, {mode} and
     {job_id} are filled in."""
     realloc_seconds: float | None = None
+    policy_params: tuple[str, ...] = ()
+    """The policy's own parameters as KEY=VALUE (`--policy-param`); `entities=FILE` shares the cluster between the
+    entities FILE weighs, each job in its spec's `entity`."""
     resume: bool = False
     port: int = 0
     """The API's port on 127.0.0.1 (0: any free one; endpoint.json says which)."""
@@ -77,6 +83,7 @@ PATH_FIELDS = ("config", "throughputs")
 
 def _journaled(request: ServeRequest) -> dict[str, Any]:
     fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request) if f.name not in PER_INVOCATION}
+    fields["policy_params"] = list(request.policy_params)
     return {k: str(v) if k in PATH_FIELDS and v is not None else v for k, v in fields.items()}
 
 
@@ -89,6 +96,7 @@ def _resumed(request: ServeRequest, saved: dict[str, Any], journal: Path) -> Ser
         for f in dataclasses.fields(request)
         if f.name not in PER_INVOCATION and f.name in saved
     }
+    values["policy_params"] = tuple(saved.get("policy_params", ()))
     return dataclasses.replace(request, **values)
 
 
@@ -104,6 +112,30 @@ def _check(request: ServeRequest) -> None:
         raise InputError(f"--round-seconds must be a finite number > 0, got {request.round_seconds}")
     if not 0 <= request.port <= 65535:
         raise InputError(f"--port must be 0 (any free port) to 65535, got {request.port}")
+
+
+FILE_PARAMS = ("entities", "prices")
+"""Policy parameters that name a file: journaled as absolute paths, so a resume from elsewhere finds them."""
+
+
+def _absolute(text: str) -> str:
+    key, sep, value = (part.strip() for part in text.partition("="))
+    return (
+        f"{key}={Path(value).resolve()}"
+        if sep and key in FILE_PARAMS and value.lower() not in ("none", "null")
+        else text
+    )
+
+
+def _check_entity(entities: Entities | None, spec: JobSpec) -> None:
+    """A service that shares the cluster between entities takes only jobs of one of them."""
+    if entities is None:
+        return
+    names = ", ".join(entities.entities)
+    if spec.entity is None and entities.default is None:
+        raise InputError(f"this service shares the cluster between entities: name the job's ({names})", field="entity")
+    if spec.entity is not None and spec.entity not in entities.entities:
+        raise InputError(f"{spec.entity!r} is not an entity of this service ({names})", field="entity")
 
 
 def _token(out: Path, resume: bool) -> str:
@@ -127,7 +159,7 @@ def serve(
     `backend` makes the cluster's backend (default: Ray); `command` is recorded in the result's provenance; `ready`
     is called with the URL once the service listens (after Ray has started, which installs signal handlers of its
     own: the CLI installs its handlers there)."""
-    from shockwave.policies.registry import policy_info
+    from shockwave.policies.registry import parse_policy_params, policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
     ensure_writable(request.out)
@@ -142,13 +174,17 @@ def serve(
     cluster = ClusterSpec.parse(request.cluster)
     info = policy_info(request.policy)
     request = dataclasses.replace(request, policy=info.name)
+    request = dataclasses.replace(request, policy_params=tuple(_absolute(text) for text in request.policy_params))
+    params = parse_policy_params(info.name, request.policy_params)
+    entities = read_entities(params["entities"]) if params.get("entities") is not None else None
+    params = {**params, **({"entities": entities} if entities is not None else {})}
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     tm = load_throughputs(request.throughputs)
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
-    policy = info.offered(min_realloc_interval_s=interval, config=config)
+    policy = info.offered(params, min_realloc_interval_s=interval, config=config)
     SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
     saved = journal.settings()
-    link = QueueLink.restored(store, saved.get("service_jobs", []))
+    link = QueueLink.restored(store, saved.get("service_jobs", []), entities)
     jobs = [spec.trace_job(arrival) for spec, arrival in zip(link.specs, link.arrivals, strict=True)]
     profiles = [build_profile(job, tm) for job in jobs]
     snapshot = (
@@ -192,7 +228,8 @@ def serve(
     )
     server = None
     try:
-        server = start_server(make_app(store, cluster, token, lambda: link.metrics), port=request.port)
+        app = make_app(store, cluster, token, lambda: link.metrics, partial(_check_entity, entities))
+        server = start_server(app, port=request.port)
         write_endpoint(request.out, Endpoint(server.url, token))
         if ready is not None:
             ready(server.url)
