@@ -289,3 +289,29 @@ def test_entities_share_the_cluster_by_weight_and_a_job_of_no_entity_is_refused(
         for team in ("vision", "speech")
     }
     assert held["vision"] / held["speech"] == pytest.approx(3.0, rel=0.15)
+
+
+def test_a_job_the_throughput_table_cannot_plan_is_refused_at_submission(tmp_path: Path) -> None:
+    """With a table that knows ResNet-18 alone, an LM job would wait forever; a 2-GPU ResNet-18 is planned at the
+    rate the table estimates for its gang."""
+    from shockwave.workload_model.throughput import TableThroughputs
+
+    table = tmp_path / "table.json"
+    table.write_text(json.dumps(TableThroughputs({("v100", "ResNet-18", 32, 1): 50.0}, "tiny").to_json()))
+    out = tmp_path / "service"
+    world, stop = World(), threading.Event()
+    answers: list[tuple[int, str | None]] = []
+
+    def post() -> None:
+        endpoint = read_endpoint(out)
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        for name, family, gpus in (("ok", "ResNet-18", 1), ("lm", "LM", 1), ("gang", "ResNet-18", 2)):
+            body = {"name": name, "family": family, "gpus": gpus, "steps": 100, "batch_size": 32}
+            answer = httpx.post(f"{endpoint.url}/jobs", json=body, headers=headers, trust_env=False)
+            answers.append((answer.status_code, answer.json().get("field")))
+
+    world.at(1.0, post)
+    world.at(60.0, stop.set)
+    result = serve(request(out, throughputs=table), stop, backend_on(world, []))
+    assert answers == [(201, None), (422, "family"), (201, None)]
+    assert result["job_names"] == ["ok", "gang"] and result["complete"]

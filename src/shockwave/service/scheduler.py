@@ -24,6 +24,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
+from shockwave.errors import InputError
 from shockwave.runtime.journal import JobRecord
 from shockwave.runtime.scheduler import RuntimeScheduler
 from shockwave.service.api import SchedulerMetrics
@@ -69,6 +70,12 @@ class QueueLink:
         by_id = {job.id: job for job in store.new_since(0)}
         link = cls(store, entities)
         for store_id, arrival in journaled:
+            if int(store_id) not in by_id:
+                raise InputError(
+                    f"the journal's job {int(store_id)} is not in the queue: this journal and this queue are not "
+                    "of one service",
+                    path=store.path,
+                )
             link.joined(by_id[int(store_id)], float(arrival))
         return link
 
@@ -140,7 +147,9 @@ class ServiceScheduler(RuntimeScheduler):
     def _take_cancellations(self) -> None:
         run_ids = {store_id: job_id for job_id, store_id in enumerate(self.link.store_ids)}
         for job in self.link.store.pending_cancellations():
-            job_id = run_ids[job.id]  # taken in just before
+            if job.id not in run_ids:  # submitted and cancelled since the submissions were taken in: next round
+                continue
+            job_id = run_ids[job.id]
             record = self.records[job_id]
             ended = record.status in ("done", "failed")  # in the round the operator cancelled it
             if not ended and record.status != "cancelled":

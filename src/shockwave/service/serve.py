@@ -43,7 +43,7 @@ from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
 from shockwave.workload_model.entities import Entities, read_entities
 from shockwave.workload_model.profile import build_profile
-from shockwave.workload_model.throughput import load_throughputs
+from shockwave.workload_model.throughput import ThroughputModel, knows, load_throughputs
 from shockwave.workload_model.trace import write_trace
 
 log = logging.getLogger(__name__)
@@ -127,8 +127,17 @@ def _absolute(text: str) -> str:
     )
 
 
-def _check_entity(entities: Entities | None, spec: JobSpec) -> None:
-    """A service that shares the cluster between entities takes only jobs of one of them."""
+def _admissible(tm: ThroughputModel, cluster: ClusterSpec, entities: Entities | None, spec: JobSpec) -> None:
+    """What the service's policy needs of a spec beyond `JobSpec.check`: a rate for the job on a GPU type it may
+    use whose pool fits its gang (else it would wait forever), and, with entities, one of them."""
+    pools = [cluster.pool(t) for t in spec.gpu_types or cluster.types]
+    key = (spec.family, spec.initial_batch_size, spec.gpus)
+    if not any(pool.gpus >= spec.gpus and knows(tm, *key, pool.gpu_type) for pool in pools):
+        raise InputError(
+            f"{tm.name} has no rate for {spec.family} at batch size {spec.initial_batch_size} on {spec.gpus} GPU(s) "
+            f"of a type the job may use ({', '.join(p.gpu_type for p in pools)}): it could never be planned",
+            field="family",
+        )
     if entities is None:
         return
     names = ", ".join(entities.entities)
@@ -228,7 +237,7 @@ def serve(
     )
     server = None
     try:
-        app = make_app(store, cluster, token, lambda: link.metrics, partial(_check_entity, entities))
+        app = make_app(store, cluster, token, lambda: link.metrics, partial(_admissible, tm, cluster, entities))
         server = start_server(app, port=request.port)
         write_endpoint(request.out, Endpoint(server.url, token))
         if ready is not None:
