@@ -715,24 +715,39 @@ def profile_workloads_cmd(
     out.print(f"wrote {output}; use it with --throughputs {output}", markup=False, highlight=False)
 
 
+RayClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--cluster",
+        help="The GPUs by type as TYPE:GPUS[,TYPE:GPUS...] (v100:2,k80:2), instead of --gpus; on a Ray cluster "
+        "(--address) each node declares a gpu_type:TYPE resource counting its GPUs.",
+    ),
+]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option("--address", help="Join this Ray cluster (default: start a local one with logical GPUs)."),
+]
+MaxRestartsOpt = Annotated[
+    int, typer.Option("--max-restarts", min=0, help="Restarts of a crashing job before it is marked failed.")
+]
+JobCommandOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--job-command",
+        help="Command of each job (under serve: of a job whose spec has none); {family}, {batch_size}, {mode} and "
+        "{job_id} are filled in.",
+    ),
+]
+
+
 @app.command("run")
 def run_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
     trace: Annotated[Path | None, typer.Option("--trace", help="Trace file (12-column TSV).")] = None,
     policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,
-    cluster: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster",
-            help="The GPUs by type as TYPE:GPUS[,TYPE:GPUS...] (v100:2,k80:2), instead of --gpus; on a Ray cluster "
-            "(--address) each node declares a gpu_type:TYPE resource counting its GPUs.",
-        ),
-    ] = None,
-    address: Annotated[
-        str | None,
-        typer.Option("--address", help="Join this Ray cluster (default: start a local one with logical GPUs)."),
-    ] = None,
+    cluster: RayClusterOpt = None,
+    address: AddressOpt = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 10.0,
     time_scale: Annotated[float, typer.Option("--time-scale", help="Divide arrivals and step counts by this.")] = 1.0,
     journal: Annotated[
@@ -747,15 +762,8 @@ def run_cmd(
             "--placement", help="Ray placement strategy of a gang: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD."
         ),
     ] = "PACK",
-    max_restarts: Annotated[
-        int, typer.Option("--max-restarts", min=0, help="Restarts of a crashing job before it is marked failed.")
-    ] = 3,
-    command: Annotated[
-        str | None,
-        typer.Option(
-            "--job-command", help="Command of each job; {family}, {batch_size}, {mode} and {job_id} are filled in."
-        ),
-    ] = None,
+    max_restarts: MaxRestartsOpt = 3,
+    command: JobCommandOpt = None,
     realloc_seconds: Annotated[
         float | None,
         typer.Option(
@@ -818,14 +826,7 @@ def serve_cmd(
     output: Annotated[
         Path, typer.Option("--out", help="The service's folder: queue, journal, checkpoints, logs, endpoint.json.")
     ],
-    cluster: Annotated[
-        str | None,
-        typer.Option(
-            "--cluster",
-            help="The GPUs by type as TYPE:GPUS[,TYPE:GPUS...] (v100:8,k80:4); on a Ray cluster (--address) each "
-            "node declares a gpu_type:TYPE resource counting its GPUs.",
-        ),
-    ] = None,
+    cluster: RayClusterOpt = None,
     gpus: Annotated[
         int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
     ] = None,
@@ -840,25 +841,14 @@ def serve_cmd(
     ] = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 30.0,
-    address: Annotated[
-        str | None,
-        typer.Option("--address", help="Join this Ray cluster (default: start a local one with logical GPUs)."),
-    ] = None,
+    address: AddressOpt = None,
     port: Annotated[int, typer.Option("--port", help="The API's port on 127.0.0.1 (default: any free one).")] = 0,
     resume: Annotated[
         bool, typer.Option("--resume", help="Continue the service in --out after a crash or a stop.")
     ] = False,
     throughputs: ThroughputsOpt = None,
-    max_restarts: Annotated[
-        int, typer.Option("--max-restarts", min=0, help="Restarts of a crashing job before it is marked failed.")
-    ] = 3,
-    command: Annotated[
-        str | None,
-        typer.Option(
-            "--job-command",
-            help="Command of a job whose spec has none; {family}, {batch_size}, {mode} and {job_id} are filled in.",
-        ),
-    ] = None,
+    max_restarts: MaxRestartsOpt = 3,
+    command: JobCommandOpt = None,
 ) -> None:
     """A long-running scheduler on Ray: jobs are submitted, watched and cancelled through its API (`submit`,
     `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it."""
