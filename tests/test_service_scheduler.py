@@ -56,16 +56,27 @@ def request(out: Path, **changes: Any) -> ServeRequest:
     return ServeRequest(out=out, **(fields | changes))
 
 
-def backend_on(world: World, fakes: list[FakeBackend]) -> Callable[[ClusterSpec], FakeBackend]:
-    def make(cluster: ClusterSpec) -> FakeBackend:
-        pools = {pool.gpu_type: pool.gpus for pool in cluster.pools}
-        fakes.append(FakeBackend(pools, steps_per_s=RATE, clock=world))
+class Releasing(FakeBackend):
+    """The fake cluster, noting when each job's lease was released."""
+
+    def __init__(self, pools: dict[str, int], clock: World) -> None:
+        super().__init__(pools, steps_per_s=RATE, clock=clock)
+        self.released: list[tuple[int, float]] = []
+
+    def release(self, job_id: int) -> None:
+        self.released.append((job_id, self.clock.now()))
+        super().release(job_id)
+
+
+def backend_on(world: World, fakes: list[Releasing]) -> Callable[[ClusterSpec], Releasing]:
+    def make(cluster: ClusterSpec) -> Releasing:
+        fakes.append(Releasing({pool.gpu_type: pool.gpus for pool in cluster.pools}, world))
         return fakes[-1]
 
     return make
 
 
-def launched(fakes: list[FakeBackend], job_id: int) -> list[Any]:
+def launched(fakes: list[Releasing], job_id: int) -> list[Any]:
     return [launch for fake in fakes for launch in fake.launches if launch.job_id == job_id]
 
 
@@ -102,6 +113,8 @@ def test_jobs_submitted_and_cancelled_while_it_runs(tmp_path: Path) -> None:
     assert launched(fakes, 4) == []  # cancelled before it ever ran
     cancelled_at = 21.0
     assert all(launch.deadline <= cancelled_at + 10 for launch in launched(fakes, cancelled_running[0]))
+    released = [at for job_id, at in fakes[0].released if job_id == cancelled_running[0]]
+    assert cancelled_at <= released[-1] <= cancelled_at + 0.25  # within a poll, not at the round's end (25 s)
     assert result["cancelled_jobs"] == sorted([4, cancelled_running[0]])
     assert result["unfinished_jobs"] == [] and result["complete"]
     assert result["job_names"] == [f"job-{i}" for i in range(6)]

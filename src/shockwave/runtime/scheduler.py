@@ -179,6 +179,7 @@ class RuntimeScheduler:
         """Wait for the round's end, granting batch-size requests on the way (the job keeps its lease)."""
         while (remaining := end - self.clock.now()) > 0 and not self.stop.is_set():
             self.clock.sleep(min(POLL_S, remaining))
+            self._between_polls()
             for job_id in list(self.running):
                 status = self.backend.status(job_id)
                 if status.exited and status.requested_batch_size is not None and not status.done:
@@ -189,6 +190,10 @@ class RuntimeScheduler:
                         partner = lease.partner if lease.partner in self.running else None
                         self._start(job_id, lease.gpu_type, lease.deadline, wanted, partner)
                     self._save()
+
+    def _between_polls(self) -> None:
+        """News from outside the run, taken in every POLL_S of a round (the service's cancellations); a trace has
+        none."""
 
     def all_settled(self) -> bool:
         """Every job has left for good, or the run was asked to stop (after this round's launch: see `launch`)."""

@@ -2,10 +2,11 @@
 the service's queue (`Store`) instead of a trace.
 
 At each round boundary, before the policy plans, it takes in what the API wrote: a new submission joins the run (its
-arrival is its submission, on the run's clock) and a cancellation ends its job at once (a running one is killed:
-nothing of it is wanted any more). Whenever it journals, it writes back each job's state, GPUs, progress, batch size,
-expected finish and rho; at each launch, the round's plan and what /metrics serves. A job's output goes to
-`DIR/logs/NAME.log`.
+arrival is its submission, on the run's clock) and a cancellation ends its job (a running one is killed: nothing of
+it is wanted any more). Cancellations are also taken in between the round's polls of the running jobs, so a running
+job stops within a poll (`POLL_S`) of its cancellation. Whenever it journals, it writes back each job's state, GPUs,
+progress, batch size, expected finish and rho; at each launch, the round's plan and what /metrics serves. A job's
+output goes to `DIR/logs/NAME.log`.
 
 Ids: the run knows job i as the i-th submission it took in (the trace it writes at the end has them in that order);
 the store's ids are journaled beside (`QueueLink.journaled`), so a resumed service rebuilds the same jobs from the
@@ -117,6 +118,10 @@ class ServiceScheduler(RuntimeScheduler):
         self._take_cancellations()
         super().admit(loop)
         self.planning_from = time.perf_counter()
+
+    def _between_polls(self) -> None:
+        """A cancelled running job is stopped within a poll, not at the round's end."""
+        self._take_cancellations()
 
     def idle(self, loop: SchedulingLoop) -> bool:
         """A service waits for submissions until it is asked to stop."""
