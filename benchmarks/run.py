@@ -4,7 +4,11 @@ asserted.
 Each simulation runs in a fresh process so its peak RSS is its own. Baselines run on the 120- and 900-job traces,
 Shockwave on all four with the reference configuration made for that cluster size; "900 3 types" is the 900-job
 trace on 256 GPUs of three types (issue 19's bar: at most 2 minutes, p95 solve at most 1 s), against the
-heterogeneity-aware baselines. Reference numbers for
+heterogeneity-aware baselines. "2000" and "8000" are generated traces of the same job mix, jobs and arrival rate in
+proportion to the cluster (2,000 jobs on 512 GPUs arriving every 2.2 s; 8,000 on 2,048 every 0.55 s), under corrected
+mechanics (issue 21's bars: at most 90 s with p95 solve at most 0.5 s, and at most 10 minutes with p95 at most 2 s;
+under 2 GB; no solve stopped on a limit; makespan at most 1.15x its lower bound, worst rho at most 1.5, unfair at
+most 3%). Reference numbers for
 comparison (spec and issue notes, 2-core machine): the reference simulator needs 4-9 s per baseline on the 120-job
 trace and 24-59 s on the 900-job trace; its Shockwave needs ~10 minutes on the 120-job trace with Gurobi on 24
 threads, 12 minutes with HiGHS on 2 cores, and crashed after 23 minutes on the 220-job trace.
@@ -42,6 +46,8 @@ class Case:
     cluster: str = ""
     """GPU pools by type; empty: `gpus` of the default type."""
     mechanics: str = "reference"
+    generated: tuple[int, float, int] | None = None
+    """(jobs, mean gap s, seed) of a trace the generator writes (the reference's job mix), instead of `trace`."""
 
     @property
     def policies(self) -> tuple[str, ...] | None:
@@ -59,7 +65,25 @@ CASES = {
     "900-types": Case(
         f"900_0.2_5_100_5_15_{MIX}", "wisr", 256, "scale_256gpus", True, "v100:128,p100:64,k80:64", "corrected"
     ),
+    "2000": Case("", "wisr", 512, "scale_256gpus", False, mechanics="corrected", generated=(2000, 2.2, 99)),
+    "8000": Case("", "wisr", 2048, "scale_256gpus", False, mechanics="corrected", generated=(8000, 0.55, 99)),
 }
+
+
+def _trace(case: Case, folder: Path) -> Path:
+    """The case's trace: a reference file, or one the generator writes into `folder`."""
+    if case.generated is None:
+        return REFERENCE / "traces" / case.trace
+    from shockwave.workload_model.generator import GeneratorParams, generate
+    from shockwave.workload_model.throughput import load_throughputs
+    from shockwave.workload_model.trace import write_trace
+
+    jobs, lam, seed = case.generated
+    params = GeneratorParams(jobs=jobs, lam=lam, seed=seed)
+    path = folder / params.file_name()
+    table = load_throughputs(REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json")
+    write_trace(generate(params, table), path)
+    return path
 
 
 def _one(case: Case, policy: str, queue: mp.Queue) -> None:
@@ -72,16 +96,18 @@ def _one(case: Case, policy: str, queue: mp.Queue) -> None:
     from shockwave.simulator.run import simulate
 
     config = ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{case.config}.json")
-    started = time.perf_counter()
-    result, _ = simulate(
-        REFERENCE / "traces" / case.trace,
-        policy,
-        ClusterSpec.parse(case.cluster) if case.cluster else ClusterSpec.of(case.gpus),
-        preset(case.mechanics),
-        REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json",
-        config if policy == "shockwave" else None,
-    )
-    wall = time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as folder:
+        trace = _trace(case, Path(folder))
+        started = time.perf_counter()
+        result, _ = simulate(
+            trace,
+            policy,
+            ClusterSpec.parse(case.cluster) if case.cluster else ClusterSpec.of(case.gpus),
+            preset(case.mechanics),
+            REFERENCE / "throughputs" / f"{case.throughputs}_throughputs.json",
+            config if policy == "shockwave" else None,
+        )
+        wall = time.perf_counter() - started
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     queue.put((wall, peak_mib, result))
 
@@ -89,9 +115,15 @@ def _one(case: Case, policy: str, queue: mp.Queue) -> None:
 def _row(name: str, case: Case, policy: str, wall: float, peak: float, result: dict[str, Any]) -> list[str]:
     solver = result.get("solver")
     latency = (
-        [str(solver["solves"]), f"{solver['p50_s']:.3f}", f"{solver['p95_s']:.3f}", f"{solver['max_s']:.3f}"]
+        [
+            str(solver["solves"]),
+            str(solver.get("node_limited", 0)),
+            f"{solver['p50_s']:.3f}",
+            f"{solver['p95_s']:.3f}",
+            f"{solver['max_s']:.3f}",
+        ]
         if solver
-        else ["", "", "", ""]
+        else ["", "", "", "", ""]
     )
     return [
         f"{name} jobs",
@@ -100,6 +132,7 @@ def _row(name: str, case: Case, policy: str, wall: float, peak: float, result: d
         f"{wall:.2f}",
         f"{peak:.0f}",
         f"{result['makespan_s']:.0f}",
+        f"{result['makespan_s'] / result['makespan_lower_bound_s']:.3f}",
         f"{result['avg_jct_s']:.0f}",
         f"{result['worst_ftf']:.2f}",
         f"{100 * result['unfair_fraction']:.1f}",
@@ -155,7 +188,8 @@ def main() -> None:
         sys.exit(f"reference data not found at {REFERENCE}")
     table = Table(
         title="simulation wall time, peak memory and Shockwave's solver latency per re-solve "
-        "(reference mechanics on one type, corrected on three; one process per run)"
+        "(reference mechanics on the reference traces, corrected on three types and on the generated ones; "
+        "one process per run; limited: solves stopped on a node limit)"
     )
     for column in (
         "trace",
@@ -164,10 +198,12 @@ def main() -> None:
         "wall s",
         "peak MiB",
         "makespan s",
+        "/ bound",
         "avg JCT s",
         "worst rho",
         "unfair %",
         "solves",
+        "limited",
         "p50 s",
         "p95 s",
         "max s",
@@ -185,7 +221,7 @@ def main() -> None:
             wall, peak, result = queue.get()
             proc.join()
             table.add_row(*_row(name, case, policy, wall, peak, result))
-    console = Console(width=160)
+    console = Console(width=180)
     console.print(table)
     if not args.no_experiments:
         _experiments(console)

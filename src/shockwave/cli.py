@@ -990,6 +990,57 @@ def logs_cmd(
     sys.stdout.write(ServiceClient.find(output).logs(name, lines))
 
 
+@app.command("scale-study")
+def scale_study_cmd(
+    output: Annotated[Path, typer.Option("--out", help="Folder for traces, results, scale.json/md and scale.png.")],
+    sizes: Annotated[str, typer.Option("--sizes", help="Cluster sizes in GPUs, comma-separated.")] = (
+        "256,512,1024,2048"
+    ),
+    policies: Annotated[str, typer.Option("--policies", help="Comma-separated policy names.")] = (
+        "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
+    ),
+    jobs_per_gpu: Annotated[float, typer.Option("--jobs-per-gpu", help="Jobs in each trace per GPU.")] = 8000 / 2048,
+    jobs_per_gpu_hour: Annotated[
+        float, typer.Option("--jobs-per-gpu-hour", help="Arrivals per GPU per hour (mean gap: 3600 / (this x GPUs)).")
+    ] = 3600 / (2.2 * 512),
+    seed: Annotated[int, typer.Option("--seed", help="Generator seed of every size's trace.")] = 99,
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    mechanics: MechanicsOpt = "corrected",
+) -> None:
+    """Shockwave and baselines at growing cluster sizes, jobs in proportion: wall time, solver latency and quality
+    per size as a table (scale.md), JSON and a figure. Runs one simulation at a time, each in a fresh process."""
+    from shockwave.experiments.scale import Row as ScaleRow
+    from shockwave.experiments.scale import ScaleStudy, run_study, table, write_outputs
+
+    try:
+        gpu_sizes = tuple(int(s) for s in sizes.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    study = ScaleStudy(
+        gpu_sizes,
+        tuple(p.strip() for p in policies.split(",") if p.strip()),
+        jobs_per_gpu,
+        jobs_per_gpu_hour,
+        seed,
+        throughputs,
+        config,
+        mechanics,
+    )
+
+    def finished(row: ScaleRow) -> None:
+        if _show_progress():
+            err.print(f"{row.gpus} GPUs, {row.policy}: {row.wall_s:.1f} s", highlight=False)
+
+    try:
+        rows = run_study(study, output, on_row=finished)
+    except RuntimeError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    out.print(table(rows), markup=False, highlight=False)
+    _print_paths(write_outputs(study, rows, output))
+
+
 DEMO_POLICIES = "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
 
 

@@ -117,6 +117,7 @@ class SolverStats(_Stored):
     infeasible: Count
     exact: Count | None = None
     node_limited: Count | None = None
+    greedy: Count | None = Field(None, description="Windows solved greedily instead of by HiGHS.")
     p50_s: NonNegative
     p95_s: NonNegative
     max_s: NonNegative

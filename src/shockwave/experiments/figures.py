@@ -29,7 +29,7 @@ def colors(policies: list[str]) -> dict[str, Any]:
     return {p: palette[i % len(palette)] for i, p in enumerate(ordered)}
 
 
-def _save(fig: plt.Figure, stem: Path) -> list[Path]:
+def save(fig: plt.Figure, stem: Path) -> list[Path]:
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     fig.savefig(paths[0], dpi=150, bbox_inches="tight")
@@ -67,7 +67,7 @@ def metric_bars(results: list[dict[str, Any]], stem: Path) -> list[Path]:
             ax.legend(loc="upper left", fontsize=8)
     fig.suptitle(f"Headline metrics per policy\n{_subtitle(results)}")
     fig.tight_layout()
-    return _save(fig, stem)
+    return save(fig, stem)
 
 
 def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
@@ -91,7 +91,7 @@ def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     ax.legend(fontsize=8, loc="lower right")
     ax.set_title(f"Distribution of finish-time fairness\n{_subtitle(results)}")
     fig.tight_layout()
-    return _save(fig, stem)
+    return save(fig, stem)
 
 
 def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
@@ -125,7 +125,7 @@ def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     )
     fig.suptitle(f"Cluster activity over time\n{_subtitle(results)}")
     fig.tight_layout()
-    return _save(fig, stem)
+    return save(fig, stem)
 
 
 def comparison_figures(results: list[dict[str, Any]], folder: Path) -> list[Path]:
@@ -160,7 +160,7 @@ def scale_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(f"{title}\nmean over seeds and workloads per cluster size; shading spans min to max")
     fig.tight_layout()
-    return _save(fig, stem)
+    return save(fig, stem)
 
 
 def load_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]:
@@ -186,7 +186,7 @@ def load_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]
     axes.flat[0].legend(fontsize=8)
     fig.suptitle(f"{title}\nmean over seeds per rate; shading spans min to max")
     fig.tight_layout()
-    return _save(fig, stem)
+    return save(fig, stem)
 
 
 def _rate(row: dict[str, Any]) -> float:

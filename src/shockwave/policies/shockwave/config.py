@@ -4,8 +4,8 @@ Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram`, `solver_time
 accepted because every reference file carries them, but nothing reads them: the reference's optimizer never read
 `gpu_ram`, and a wall-clock limit or a thread count that follows the machine would make plans depend on the
 machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
-everywhere). Three keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS),
-`welfare_slack` and `solver_max_nodes`.
+everywhere). Six keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS),
+`welfare_slack`, `solver_max_nodes`, and for large clusters `greedy_jobs`, `makespan_share` and `late_share`.
 
 `ShockwaveConfig` is a frozen pydantic dataclass, so a config built in code is type-checked too; a JSON file goes
 through `from_mapping` first, whose messages name the key (pydantic's would name a Python field instead).
@@ -54,6 +54,19 @@ class ShockwaveConfig:
     gpu_ram: float = 16.0
     resolve_every_rounds: int = 8
     """Re-solve at least this often even when no job arrives or completes (the reference's REOPT_ROUNDS)."""
+    greedy_jobs: int = 180
+    """Active jobs from which a window on one GPU type is solved by `greedy.py` (a sort, within one item of the
+    exact program's optimum, plus rounds for critical jobs) instead of HiGHS. HiGHS's cost grows faster than the
+    jobs (0.2-1.5 s per window at 700-1,500 jobs, 2 cores); below 180 it takes under 0.1 s. The released 120- and
+    220-job traces never reach 180 active jobs and keep their exact plans; on the 460- and 900-job traces the
+    greedy path does better on makespan, worst rho and unfair jobs (from 190 on, the 460-job trace's worst rho got
+    worse than HiGHS's, from 160 down the 220-job trace's). Not a reference key."""
+    makespan_share: float = 0.75
+    """On the greedy path, the share of a window's GPU-rounds the longest jobs may be given before the market
+    (`greedy.leveled`; 0: none). Not a reference key."""
+    late_share: float = 0.25
+    """On the greedy path, the share of a window's GPU-rounds late jobs may be given before the market, after
+    the longest (`greedy.critical_floor`; 0: none). Not a reference key."""
     welfare_slack: float = 0.3
     """Share of the market's welfare term the second solve may give up to finish jobs sooner (0: a pure
     tie-break among equally good plans). Not a reference key: the reference leaves that choice to Gurobi."""
@@ -70,6 +83,9 @@ class ShockwaveConfig:
             (self.solver_max_nodes >= 1, "solver_max_nodes", "must be an integer >= 1"),
             (self.gpu_ram > 0, "gpu_ram", "must be > 0"),
             (self.resolve_every_rounds >= 1, "resolve_every_rounds", "must be an integer >= 1"),
+            (self.greedy_jobs >= 1, "greedy_jobs", "must be an integer >= 1"),
+            (0 <= self.makespan_share <= 1, "makespan_share", "must be in [0, 1]"),
+            (0 <= self.late_share <= 1, "late_share", "must be in [0, 1]"),
             (0 <= self.welfare_slack <= 1, "welfare_slack", "must be in [0, 1]"),
         ]
         for ok, key, rule in checks:

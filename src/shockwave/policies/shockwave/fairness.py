@@ -37,8 +37,14 @@ def fair_finish_estimate(submit_s: float, elapsed_s: float, remaining_s: float, 
 
 
 class FinishTimeTargets:
+    """Each job's series of (round index, estimate). The weighted sum of all but the last estimate is kept as the
+    series grows (added in the same order as a full rescan would, so the same bits), because a job re-estimated at
+    every arrival collects hundreds of entries and every re-solve asks every job for its target."""
+
     def __init__(self) -> None:
         self.series: dict[int, list[tuple[int, float]]] = {}
+        self._settled: dict[int, tuple[int, float]] = {}
+        """Per job: how many of its estimates are settled (all but the last) and sum_i w_i v_i over them."""
 
     def reestimate(self, round_index: int, estimates: dict[int, float]) -> None:
         for job_id, value in estimates.items():
@@ -50,22 +56,27 @@ class FinishTimeTargets:
 
     def forget(self, job_id: int) -> None:
         self.series.pop(job_id, None)
+        self._settled.pop(job_id, None)
 
     def state_dict(self) -> dict[str, Any]:
         return {str(j): [[r, float(value)] for r, value in series] for j, series in self.series.items()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.series = {int(j): [(int(r), float(value)) for r, value in series] for j, series in state.items()}
+        self._settled = {}
 
     def target(self, job_id: int, round_index: int) -> float:
         series = self.series[job_id]
-        rounds = [r for r, _ in series] + [round_index]
-        weights = [later - earlier for earlier, later in pairwise(rounds)]
-        total = sum(weights)
-        latest = series[-1][1]
+        settled, weighted = self._settled.get(job_id, (0, 0))
+        for (earlier, value), (later, _) in pairwise(series[settled:]):
+            weighted += (later - earlier) * value
+        settled = len(series) - 1
+        self._settled[job_id] = (settled, weighted)
+        last_round, latest = series[-1]
+        total = round_index - series[0][0]
         if total == 0:
             return latest
-        average = sum(w * value for w, (_, value) in zip(weights, series, strict=True)) / total
+        average = (weighted + (round_index - last_round) * latest) / total
         return MOMENTUM * average + (1 - MOMENTUM) * latest
 
 

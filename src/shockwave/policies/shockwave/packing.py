@@ -60,24 +60,44 @@ def _by_rounds(
 ) -> list[list[int]] | None:
     left = counts.astype(int).copy()
     layout: list[list[int]] = []
-    before = running
+    weighted = np.array(by_weight, dtype=int)
+    before = np.zeros(len(counts), dtype=bool)
+    before[list(running)] = True
     for h in range(rounds):
         remaining_rounds = rounds - h
         if (left > remaining_rounds).any():
             return None
-        must = [j for j in by_weight if left[j] == remaining_rounds]
+        must = weighted[left[weighted] == remaining_rounds]
         free = gpus - int(sizes[must].sum())
         if free < 0:
             return None
-        chosen = list(must)
-        for j in sorted(by_weight, key=lambda j: (not late[j], j not in before)):
-            if 0 < left[j] < remaining_rounds and sizes[j] <= free:
-                chosen.append(j)
-                free -= int(sizes[j])
+        # Late jobs first, then those that ran the round before, each group in weight order (a stable sort).
+        order = weighted[np.argsort(2 * ~late[weighted] + ~before[weighted], kind="stable")]
+        order = order[(left[order] > 0) & (left[order] < remaining_rounds)]
+        chosen = np.concatenate([must, order[first_fit(sizes[order], free)]])
         left[chosen] -= 1
-        layout.append(chosen)
-        before = set(chosen)
+        layout.append(chosen.tolist())
+        before[:] = False
+        before[chosen] = True
     return layout
+
+
+def first_fit(sizes: np.ndarray, budget: int) -> np.ndarray:
+    """Positions a pass over items of these sizes picks when it takes every item that still fits in `budget`.
+    Vectorised: take the longest prefix that fits, skip the next item (it does not fit, nor will it later) and
+    drop every later item larger than what is left; repeat. Each repeat drops a size, so few repeats."""
+    positions = np.arange(len(sizes))
+    picked: list[np.ndarray] = []
+    while len(positions) and budget > 0:
+        used = np.cumsum(sizes[positions])
+        fit = int(np.searchsorted(used, budget, side="right"))
+        picked.append(positions[:fit])
+        if fit == len(positions):
+            break
+        budget -= int(used[fit - 1]) if fit else 0
+        rest = positions[fit + 1 :]
+        positions = rest[sizes[rest] <= budget]
+    return np.concatenate(picked) if picked else positions[:0]
 
 
 def _least_loaded(

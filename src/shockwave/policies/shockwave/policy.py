@@ -26,6 +26,7 @@ from shockwave.policies.shockwave.fairness import (
     equal_share,
     fair_finish_estimate,
 )
+from shockwave.policies.shockwave.greedy import critical_floor, solve_greedy
 from shockwave.policies.shockwave.market import (
     Fairness,
     MarketInputs,
@@ -51,6 +52,8 @@ class SolverStats:
     """Re-solves whose round counts could not be laid out greedily and needed the per-round program."""
     node_limited: int = 0
     """Re-solves where HiGHS stopped on solver_max_nodes and its best plan so far was used (the same anywhere)."""
+    greedy: int = 0
+    """Windows solved by `greedy.py` instead of HiGHS (many active jobs on one type)."""
     latencies_s: list[float] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
@@ -61,6 +64,7 @@ class SolverStats:
             "infeasible": self.infeasible,
             "exact": self.exact,
             "node_limited": self.node_limited,
+            "greedy": self.greedy,
             "p50_s": float(np.percentile(lat, 50)),
             "p95_s": float(np.percentile(lat, 95)),
             "max_s": float(lat.max()),
@@ -74,6 +78,7 @@ class SolverStats:
             infeasible=int(state["infeasible"]),
             exact=int(state["exact"]),
             node_limited=int(state["node_limited"]),
+            greedy=int(state.get("greedy", 0)),
             latencies_s=[float(s) for s in state["latencies_s"]],
         )
 
@@ -232,6 +237,12 @@ class ShockwavePolicy(Policy):
             return pack_types(solution.by_type, sizes, inputs.capacities, inputs.rounds, urgency, late, before)
         running = {r for r, j in enumerate(ids) if j in self.last_run}
         layout = pack(solution.counts, sizes, inputs.gpus, inputs.rounds, urgency, late, running)
+        if layout is None and self._greedy(inputs, exact=False):
+            # The per-round program has a binary per job and round: thousands of jobs would take minutes. The
+            # round-by-round layout never fails (a job that finds no room loses that round; the next solve gives
+            # it again).
+            before = dict.fromkeys(running, 0)
+            return pack_types(solution.by_type, sizes, inputs.capacities, inputs.rounds, urgency, late, before)
         if layout is None:
             layout = self._exact_layout(inputs, view, start, urgency, late, running)
         return [[(r, 0) for r in jobs] for jobs in layout]
@@ -260,15 +271,31 @@ class ShockwavePolicy(Policy):
         """The market with fairness constraints, or with priorities when the constraints cannot all hold."""
         cfg = self.config
         fairness = Fairness.constrained(view, inputs, cfg)
-        solution = solve_market(inputs, cfg, fairness, start=start, exact=exact) if fairness is not None else None
+        solution = self._window(inputs, view, fairness, start, exact) if fairness is not None else None
         if solution is None:
             if not exact:
                 self.stats.infeasible += 1
-            solution = solve_market(inputs, cfg, Fairness.relaxed_for(view, cfg), start=start, exact=exact)
+            solution = self._window(inputs, view, Fairness.relaxed_for(view, cfg), start, exact)
         if solution is None:
             raise SolverFailure("the market without fairness constraints is infeasible")
         self.stats.node_limited += solution.limited
+        self.stats.greedy += self._greedy(inputs, exact)
         return solution
+
+    def _greedy(self, inputs: MarketInputs, exact: bool) -> bool:
+        """Whether the window is solved by `greedy.py`: one GPU type and at least `greedy_jobs` active jobs."""
+        return not exact and len(inputs.capacities) == 1 and inputs.jobs >= self.config.greedy_jobs
+
+    def _window(
+        self, inputs: MarketInputs, view: FairnessView, fairness: Fairness, start: np.ndarray, exact: bool
+    ) -> MarketSolution | None:
+        """HiGHS, or from `greedy_jobs` active jobs on one GPU type the greedy solution, critical jobs first."""
+        cfg = self.config
+        if self._greedy(inputs, exact):
+            late, urgency = view.late(cfg.rhomax), view.urgency(cfg.lam, cfg.rhomax)
+            first = critical_floor(inputs, late, urgency, cfg.makespan_share, cfg.late_share)
+            return solve_greedy(inputs, cfg, fairness, first)
+        return solve_market(inputs, cfg, fairness, start=start, exact=exact)
 
     def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[Placed]]:
         """What is left of the last plan, in rows of the current job list and indices of the cluster's types."""

@@ -19,6 +19,10 @@ type) times the throughput table's ratio between the two types, calibrated per t
 is in equal-share seconds: an epoch's duration when the job's time is split over the types in proportion to their
 sizes (1 / sum_t (n_t / G) / d_t, Gavel's proportional share), so a target or a rho means the same on any mix of
 types, and one type gives exactly the homogeneous forecast.
+
+A re-solve asks every active job for several of these numbers; at thousands of jobs that was most of the policy's
+time (each question rescanned the job's epochs), so the per-mode epoch counts and the equal-share durations are
+kept between questions, and dropped whenever the job reports something new (`observe`, `record`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,25 @@ class JobForecast:
         """Seconds on each type per second on the profile's type, from the table's rates (inf: cannot run there)."""
         self.measured: dict[str, dict[int, list[float]]] = {t: {} for t in self.shares}
         """GPU type -> batch size -> [samples, seconds] measured while running at it there."""
+        self._reset_caches()
+
+    def _reset_caches(self) -> None:
+        self._counts: dict[int, int] = {}
+        """Epochs observed per batch size, over all of `observed`."""
+        self._counted = 0
+        """How many of `observed` `_counts` covers."""
+        self._modes_seen: list[int] | None = None
+        """`_modes()`, until a batch size is observed for the first time."""
+        self._observed_array = np.zeros(0, dtype=np.int64)
+        """The first entries of `observed`, as an array (extended when asked for more)."""
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        """Forget what depends on the job's reports (called when it reports something new)."""
+        self._durations: dict[int, float] | None = None
+        """`equal_share_durations`."""
+        self._forecasts: dict[int, float] = {}
+        """`_forecast` by epoch."""
 
     def state_dict(self) -> dict[str, Any]:
         """Everything, the profile's part included, so a restored forecast needs no profile."""
@@ -90,6 +113,7 @@ class JobForecast:
             str(t): {int(bs): [float(samples), float(seconds)] for bs, (samples, seconds) in by_size.items()}
             for t, by_size in state["measured"].items()
         }
+        forecast._reset_caches()
         return forecast
 
     def observe(self, progress: int, batch_size: int, rates: Mapping[str, float]) -> None:
@@ -102,6 +126,7 @@ class JobForecast:
         """
         upto = min(progress, self.epochs - 1) + 1
         self.observed.extend([batch_size] * (upto - len(self.observed)))
+        self._invalidate()
         base = rates.get(PROFILE_TYPE, 0.0) or next((r for r in rates.values() if r > 0), 0.0)
         if base > 0:
             self.slowdown = {t: base / r if (r := rates.get(t, 0.0)) > 0 else math.inf for t in self.shares}
@@ -112,6 +137,7 @@ class JobForecast:
         """A round the job ran on `gpu_type` (default: the first): `steps` global minibatches of `batch_size`
         samples in `seconds`."""
         if seconds > 0 and steps > 0:
+            self._invalidate()
             by_size = self.measured[gpu_type or next(iter(self.shares))]
             totals = by_size.setdefault(batch_size, [0.0, 0.0])
             totals[0] += steps * batch_size
@@ -149,9 +175,31 @@ class JobForecast:
 
     def equal_share_durations(self) -> dict[int, float]:
         """`equal_share_duration` at every batch size the job has trained or may train at."""
-        calibrations = self._calibrations()
-        modes = set(self.profiled_duration) | set(self.observed)
-        return {bs: self._mixed(self._by_type(bs, calibrations)) for bs in modes}
+        if self._durations is None:
+            calibrations = self._calibrations()
+            self._durations = {bs: self._mixed(self._by_type(bs, calibrations)) for bs in self._modes()}
+        return self._durations
+
+    def _modes(self) -> list[int]:
+        """Every batch size the profile plans or the job trained at, ascending."""
+        counts = self._observed_counts()
+        if self._modes_seen is None:
+            self._modes_seen = sorted(set(self.profiled_duration) | set(counts))
+        return self._modes_seen
+
+    def _observed_counts(self, upto: int | None = None) -> dict[int, int]:
+        """Epochs among the first `upto` observed (default: all) per batch size."""
+        for bs in self.observed[self._counted :]:
+            if bs not in self._counts:
+                self._modes_seen = None
+            self._counts[bs] = self._counts.get(bs, 0) + 1
+        self._counted = len(self.observed)
+        if upto is None or upto >= self._counted:
+            return self._counts
+        counts = dict(self._counts)
+        for bs in self.observed[upto:]:
+            counts[bs] -= 1
+        return counts
 
     def equal_share_duration(self, batch_size: int) -> float:
         """Seconds per epoch with the job's time split over the types in proportion to their sizes (one type:
@@ -179,7 +227,14 @@ class JobForecast:
         """Equal-share time of the first `progress` epochs at the batch sizes they ran with."""
         durations = self.equal_share_durations()
         whole = int(progress)
-        done = sum(durations[bs] for bs in self.observed[:whole])
+        done = 0.0
+        if whole:
+            if len(self._observed_array) < whole:
+                self._observed_array = np.array(self.observed, dtype=np.int64)
+            modes = np.array(self._modes())
+            per_epoch = np.array([durations[bs] for bs in modes])[np.searchsorted(modes, self._observed_array[:whole])]
+            # The epochs' durations added one by one in order (np.cumsum adds sequentially, as sum() did).
+            done = float(np.cumsum(per_epoch)[-1])
         if whole < len(self.observed):
             done += (progress - whole) * durations[self.observed[whole]]
         return done
@@ -202,11 +257,16 @@ class JobForecast:
         return self._forecast(int(progress), self.equal_share_durations()) if progress < self.epochs else 0.0
 
     def _forecast(self, progress: int, durations: dict[int, float]) -> float:
-        """R_j: expected time of the epochs after epoch `progress` (spec §4.3)."""
+        """R_j: expected time of the epochs after epoch `progress` (spec §4.3), kept until the job reports."""
+        if progress not in self._forecasts:
+            self._forecasts[progress] = self._dirichlet(progress, durations)
+        return self._forecasts[progress]
+
+    def _dirichlet(self, progress: int, durations: dict[int, float]) -> float:
         remaining = self.epochs - progress
-        modes = sorted(set(self.profiled_duration) | set(self.observed))
-        index = {bs: i for i, bs in enumerate(modes)}
-        observed = np.bincount([index[bs] for bs in self.observed[: progress + 1]], minlength=len(modes))
+        modes = self._modes()
+        counts = self._observed_counts(progress + 1)
+        observed = np.array([counts.get(bs, 0) for bs in modes])
         posterior = self.epochs / len(modes) + observed
         expected = self.epochs * posterior / posterior.sum()
         # Take each observed epoch off its mode's share, but never below zero: the reference subtracts one at a time
