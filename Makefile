@@ -31,8 +31,9 @@ browser:
 			$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 				chromium chromium-driver; fi; }
 
+# Two workers: the tests that run real jobs on the wall clock go to one of them, in turn (tests/conftest.py).
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py

@@ -42,6 +42,20 @@ def require_module(name: str, install: str) -> None:
         pytest.skip(message, allow_module_level=True)
 
 
+REAL_PROCESSES = ("test_runtime_ray.py", "test_service_ray.py", "test_workloads.py", "test_lifetime.py")
+"""Files whose tests run real jobs on the wall clock (Ray instances, PyTorch training, kills): one worker runs them
+one after another while the other runs the rest (`make test`: pytest -n 2 --dist loadgroup), so two of them never
+compete for the two cores."""
+REAL_PROCESS_TESTS = ("test_experiments.py::test_scale_sweep_locally_and_on_ray_gives_identical_results",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.name in REAL_PROCESSES or item.nodeid.split("/")[-1].split("[")[0] in REAL_PROCESS_TESTS:
+            item.add_marker(pytest.mark.xdist_group("real-processes"))
+
+
 @pytest.fixture(scope="session")
 def reference() -> Path:
     return require_reference()

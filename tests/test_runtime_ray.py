@@ -158,7 +158,7 @@ def test_a_killed_job_process_resumes_from_its_checkpoint(kill_trace: Path, tmp_
     victim = None
     deadline = time.monotonic() + 300
     while victim is None and time.monotonic() < deadline:
-        for path in nodes.glob("*/job-*/rank-0/progress.json"):
+        for path in nodes.glob(f"run-*-{process.pid}/job-*/rank-0/progress.json"):  # this run's, not another's
             try:
                 progress = json.loads(path.read_text())
             except (OSError, ValueError):

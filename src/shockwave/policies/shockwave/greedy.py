@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.policies.shockwave.market import Fairness, MarketInputs, MarketSolution, _ranges, progress_log
+from shockwave.policies.shockwave.market import Fairness, MarketInputs, MarketSolution, progress_log, ranges
 from shockwave.policies.shockwave.packing import first_fit
 
 MULTIPLIER_RANGE = (-12.0, 12.0)
@@ -87,7 +87,7 @@ class Greedy:
         values = progress_log(inputs, config) * (fairness.weights / (n * h))[:, None]
         per_job = cap - floor
         job = np.repeat(np.arange(n), per_job)
-        at = floor[job] + _ranges(per_job)
+        at = floor[job] + ranges(per_job)
         gain = np.maximum(values[job, at + 1] - values[job, at], 0.0)
         # M >= rem_j - cap_j (no job gets more than its cap), then forced GPU-rounds fall as M grows.
         low, high = max(0, int((rem - cap).max(initial=0))), max(0, int(rem.max(initial=0)))

@@ -254,7 +254,7 @@ class _Model:
         chord_rows = np.arange(len(chord_jobs))
         first_run = np.searchsorted(runs_j, chord_jobs, side="left")
         per_job = np.bincount(runs_j, minlength=n)[chord_jobs]
-        entry = np.repeat(first_run, per_job) + _ranges(per_job)
+        entry = np.repeat(first_run, per_job) + ranges(per_job)
         self._add(
             np.concatenate([chord_rows, np.repeat(chord_rows, per_job)]),
             np.concatenate([self.u + chord_jobs, runs_col[entry]]),
@@ -357,7 +357,7 @@ def _rounded(relaxed: np.ndarray, inputs: MarketInputs) -> np.ndarray:
     return whole
 
 
-def _ranges(lengths: np.ndarray) -> np.ndarray:
+def ranges(lengths: np.ndarray) -> np.ndarray:
     """0..l-1 for each l, concatenated."""
     starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
     return np.arange(int(lengths.sum())) - starts
