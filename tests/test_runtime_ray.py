@@ -26,6 +26,7 @@ from runtime_trace import (
     JOBS,
     PAIR_JOBS,
     PREEMPTING_JOBS,
+    PREEMPTING_ROUND,
     TYPED_JOBS,
     Row,
     write_pair_throughputs,
@@ -48,12 +49,12 @@ def command(out: Path, *extra: str | Path) -> list[str]:
     return [sys.executable, "-m", "shockwave", "run", "--out", str(out), *map(str, extra)]
 
 
-def start_run(trace: Path, out: Path, policy: str) -> subprocess.Popen:
+def start_run(trace: Path, out: Path, policy: str, round_seconds: str = ROUND) -> subprocess.Popen:
     """The scheduler in its own process; its output goes to a file (a pipe nobody reads would block it)."""
     out.mkdir(parents=True, exist_ok=True)
     log = (out / "scheduler.log").open("a")
     return subprocess.Popen(
-        command(out, "--trace", trace, "--policy", policy, "--gpus", 4, "--round-seconds", ROUND),
+        command(out, "--trace", trace, "--policy", policy, "--gpus", 4, "--round-seconds", round_seconds),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -115,7 +116,7 @@ def preempting_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_trace_runs_to_completion_with_preemptions_and_resumes(
     preempting_trace: Path, tmp_path: Path, policy: str
 ) -> None:
-    finish(start_run(preempting_trace, tmp_path, policy), tmp_path)
+    finish(start_run(preempting_trace, tmp_path, policy, PREEMPTING_ROUND), tmp_path)
     checkpoints = audit(tmp_path, PREEMPTING_JOBS)
     result = json.loads((tmp_path / "results.json").read_text())[0]
     preemptions = {job["id"]: job["preemptions"] for job in result["jobs"]}
