@@ -59,6 +59,9 @@ class JobRecord:
     """The job each lease shared its GPUs with (one per start; None: it ran alone)."""
     rates: dict[str, dict[str, float]] = field(default_factory=dict)
     """GPU type -> batch size -> smoothed steps per second measured there."""
+    trained: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """GPU type -> batch size -> [steps, seconds] the job trained there alone (every lease, start-up excluded): the
+    rate that reproduces its whole training time, which a replay needs (the smoothed rate leans to the last lease)."""
     startups: list[float] = field(default_factory=list)
     """Seconds from the decision to start each lease (its round's start, or a switch) to its first step: waiting for
     preempted jobs to leave, placement, process start, checkpoint load."""

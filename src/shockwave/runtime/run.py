@@ -137,14 +137,26 @@ Rates = dict[tuple[str, str, int, int], float]
 
 
 def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> Rates:
-    """Steps/s by (GPU type, model, batch size, gang), averaged over the jobs that ran like that."""
-    measured: dict[tuple[str, str, int, int], list[float]] = {}
+    """Steps/s by (GPU type, model, batch size, gang): all steps the jobs that ran like that trained, over all the
+    seconds they took (lease by lease, start-up excluded), so a replay at that rate trains as long as the run did.
+    Leases are short and each starts slower than it goes on, so the smoothed rate the scheduler plans with (which
+    leans to the last lease) overstated one 2-GPU job's by 20% in a fidelity run. A key no job trained alone at (a
+    pair's lease, a journal from before `trained`) keeps the jobs' mean smoothed rate."""
+    totals: dict[tuple[str, str, int, int], list[float]] = {}
+    smoothed: dict[tuple[str, str, int, int], list[float]] = {}
     for job_id, record in records.items():
         job = jobs[job_id]
         for gpu_type, by_size in record.rates.items():
             for bs, rate in by_size.items():
-                measured.setdefault((gpu_type, job.model, int(bs), job.scale_factor), []).append(rate)
-    return {key: fmean(values) for key, values in measured.items()}
+                smoothed.setdefault((gpu_type, job.model, int(bs), job.scale_factor), []).append(rate)
+        for gpu_type, by_size in record.trained.items():
+            for bs, (steps, seconds) in by_size.items():
+                total = totals.setdefault((gpu_type, job.model, int(bs), job.scale_factor), [0.0, 0.0])
+                total[0] += steps
+                total[1] += seconds
+    rates = {key: fmean(values) for key, values in smoothed.items()}
+    rates.update({key: steps / seconds for key, (steps, seconds) in totals.items() if steps > 0 and seconds > 0})
+    return rates
 
 
 def _completed_rates(measured: Rates, used: set[tuple[str, int, int]], types: list[str], tm: ThroughputModel) -> Rates:

@@ -233,6 +233,10 @@ class RuntimeScheduler:
         state.steps_done = min(status.step, state.total_steps)
         if steps > 0 and since is not None and status.reported_at > since:
             record.train_seconds += status.reported_at - since
+            if lease.partner is None:
+                alone = record.trained.setdefault(lease.granted, {}).setdefault(str(lease.batch_size), [0, 0.0])
+                alone[0] += steps
+                alone[1] += status.reported_at - since
             self.loop.progressed(state, status.reported_at - since, steps)
         lease.last_step, lease.last_report = status.step, status.reported_at
 
