@@ -52,7 +52,8 @@ REAL_PROCESS_TESTS = ("test_experiments.py::test_scale_sweep_locally_and_on_ray_
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if item.path.name in REAL_PROCESSES or item.nodeid.split("/")[-1].split("[")[0] in REAL_PROCESS_TESTS:
+        test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"  # parametrised: the function's name
+        if item.path.name in REAL_PROCESSES or test in REAL_PROCESS_TESTS:
             item.add_marker(pytest.mark.xdist_group("real-processes"))
 
 

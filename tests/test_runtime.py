@@ -24,6 +24,7 @@ from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.run import RunRequest, replay_arguments, run
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import load_workload
+from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import read_trace
 
 RATE = 400.0  # fake steps per second: time-scaled by 4, the trace needs 5 GPU-seconds, arriving over 1.25 s
@@ -308,18 +309,18 @@ def test_a_replay_trains_each_job_as_long_as_the_run_did(trace: Path, tmp_path: 
     seconds they took, not at the smoothed rate that leans to the last lease."""
     result = run(request(trace, tmp_path), lambda req: ResumesSlower(req.gpus, steps_per_s=RATE))
     journal = Journal(tmp_path / "journal.sqlite").jobs()
-    for record in journal.values():
+    specs = read_trace(tmp_path / "trace.scaled.trace")
+    totals: dict[tuple[str, int, int], list[float]] = {}
+    for job_id, record in journal.items():
         [[steps, seconds]] = [pair for by_size in record.trained.values() for pair in by_size.values()]
         assert steps == record.total_steps  # every step once: no pairs, no crashes
         assert seconds == pytest.approx(record.train_seconds)
-    table = json.loads((tmp_path / "measured_throughputs.json").read_text())["v100"]
-    specs = read_trace(tmp_path / "trace.scaled.trace")
-    totals: dict[str, list[float]] = {}
-    for job_id, record in journal.items():
-        key = str((f"{specs[job_id].model} (batch size {record.batch_size})", specs[job_id].scale_factor))
-        [[steps, seconds]] = [pair for by_size in record.trained.values() for pair in by_size.values()]
+        key = (specs[job_id].model, record.batch_size, specs[job_id].scale_factor)
         totals[key] = [a + b for a, b in zip(totals.get(key, [0, 0.0]), (steps, seconds), strict=True)]
-    assert {key: table[key]["null"] for key in totals} == pytest.approx({k: s / t for k, (s, t) in totals.items()})
+    table = load_throughputs(tmp_path / "measured_throughputs.json")
+    assert {key: table.throughput(*key, "v100") for key in totals} == pytest.approx(
+        {key: steps / seconds for key, (steps, seconds) in totals.items()}
+    )
     averaged = {j: record.total_steps / record.train_seconds for j, record in journal.items()}
     smoothed_off = [  # jobs that trained at both rates: their smoothed rate is not what they averaged
         j for j, rate in averaged.items() if result["jobs"][j]["measured_throughput"] != pytest.approx(rate, rel=0.05)

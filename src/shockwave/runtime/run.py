@@ -20,11 +20,11 @@ import logging
 import math
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any
+from typing import Any, TypeVar
 
 from shockwave.atomic import ensure_writable
 from shockwave.cluster import ClusterSpec
@@ -132,6 +132,7 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     ]
 
 
+T = TypeVar("T")
 Rates = dict[tuple[str, str, int, int], float]
 """(GPU type, model, batch size, gang) -> steps/s: a throughput table's keys."""
 
@@ -146,17 +147,22 @@ def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> Rate
     smoothed: dict[tuple[str, str, int, int], list[float]] = {}
     for job_id, record in records.items():
         job = jobs[job_id]
-        for gpu_type, by_size in record.rates.items():
-            for bs, rate in by_size.items():
-                smoothed.setdefault((gpu_type, job.model, int(bs), job.scale_factor), []).append(rate)
-        for gpu_type, by_size in record.trained.items():
-            for bs, (steps, seconds) in by_size.items():
-                total = totals.setdefault((gpu_type, job.model, int(bs), job.scale_factor), [0.0, 0.0])
-                total[0] += steps
-                total[1] += seconds
+        for gpu_type, bs, rate in _by_type_and_size(record.rates):
+            smoothed.setdefault((gpu_type, job.model, bs, job.scale_factor), []).append(rate)
+        for gpu_type, bs, (steps, seconds) in _by_type_and_size(record.trained):
+            total = totals.setdefault((gpu_type, job.model, bs, job.scale_factor), [0.0, 0.0])
+            total[0] += steps
+            total[1] += seconds
     rates = {key: fmean(values) for key, values in smoothed.items()}
     rates.update({key: steps / seconds for key, (steps, seconds) in totals.items() if steps > 0 and seconds > 0})
     return rates
+
+
+def _by_type_and_size(nested: Mapping[str, Mapping[str, T]]) -> Iterator[tuple[str, int, T]]:
+    """(GPU type, batch size, value) of a record's type -> batch size -> value map."""
+    for gpu_type, by_size in nested.items():
+        for bs, value in by_size.items():
+            yield gpu_type, int(bs), value
 
 
 def _completed_rates(measured: Rates, used: set[tuple[str, int, int]], types: list[str], tm: ThroughputModel) -> Rates:

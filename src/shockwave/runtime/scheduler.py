@@ -232,12 +232,13 @@ class RuntimeScheduler:
         since = lease.last_report if lease.last_report is not None else status.first_step_at
         state.steps_done = min(status.step, state.total_steps)
         if steps > 0 and since is not None and status.reported_at > since:
-            record.train_seconds += status.reported_at - since
+            seconds = status.reported_at - since
+            record.train_seconds += seconds
             if lease.partner is None:
                 alone = record.trained.setdefault(lease.granted, {}).setdefault(str(lease.batch_size), [0, 0.0])
                 alone[0] += steps
-                alone[1] += status.reported_at - since
-            self.loop.progressed(state, status.reported_at - since, steps)
+                alone[1] += seconds
+            self.loop.progressed(state, seconds, steps)
         lease.last_step, lease.last_report = status.step, status.reported_at
 
     def _collect_checkpoint(self, job_id: int) -> None:
