@@ -108,8 +108,8 @@ class CrashingBackend(FakeBackend):
 class SwitchingBackend(FakeBackend):
     """Job `victim` stops at step `at` (a checkpoint) asking for batch size `to`, once."""
 
-    def __init__(self, gpus: int, victim: int, at: int, to: int) -> None:
-        super().__init__(gpus, steps_per_s=RATE)
+    def __init__(self, gpus: int, victim: int, at: int, to: int, startup_s: float = 0.0) -> None:
+        super().__init__(gpus, steps_per_s=RATE, startup_s=startup_s)
         self.victim, self.at, self.to, self.asked = victim, at, to, False
         self.leases: list[tuple[str, float]] = []
         """Deadlines the victim was granted, in order: ("start", d) at a launch, ("extend", d) at an extension."""
@@ -159,6 +159,18 @@ def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: 
     record = Journal(tmp_path / "journal.sqlite").jobs()[5]
     assert record.status == "done" and record.steps == record.total_steps == expected.total_steps
     assert set(record.rates) == {"v100"} and set(record.rates["v100"]) <= {"10", "40"} and "10" in record.rates["v100"]
+
+
+def test_a_switch_within_a_round_is_timed_and_its_replay_loses_as_much(trace: Path, tmp_path: Path) -> None:
+    """From the last report at the old batch size to the first step at the new: here the relaunch's 0.3 s start-up
+    (the fake job exits at once). The replay is told the mean by gang size."""
+    switching = SwitchingBackend(4, victim=5, at=100, to=40, startup_s=0.3)
+    result = run(request(trace, tmp_path, "fifo", round_seconds=2.0), lambda req: switching)
+    assert result["jobs"][5]["switch_s"] == [pytest.approx(0.3)]
+    assert all(job["switch_s"] == [] for job in result["jobs"] if job["id"] != 5)
+    args = replay_arguments(tmp_path, result)
+    gang = read_trace(tmp_path / "trace.scaled.trace")[5].scale_factor
+    assert args[args.index("--switch-seconds-by-gang") + 1] == f"{gang}:0.30"
 
 
 def test_a_checkpoint_at_a_step_number_seen_before_a_switch_gets_a_file_of_its_own(tmp_path: Path) -> None:

@@ -209,6 +209,37 @@ def test_a_replayed_job_follows_its_observed_batch_sizes_and_pays_each_start(tmp
     assert 20.0 < first["finish_s"] - free["finish_s"] <= 40.0  # it starts, and restarts to switch
 
 
+def test_a_replayed_switch_within_a_round_costs_the_switch_and_goes_on_at_the_new_rate(tmp_path: Path) -> None:
+    """The real job checkpoints at the epoch its batch size changes, starts again at the new size and trains on in
+    the same round: 5 s start-up, an epoch at 32, 7 s to switch, two epochs at 64 (within a 120 s round)."""
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 1563 * 3, 0.0, mode="accordion"))
+    observed = tmp_path / "batch_sizes.json"
+    observed.write_text(json.dumps({"0": [32, 64, 64]}))
+    tm = BuiltinThroughputs()
+    epoch = {bs: FAMILIES["ResNet-18"].iterations_per_epoch(bs) / tm.throughput("ResNet-18", bs, 1) for bs in (32, 64)}
+    assert 5 + epoch[32] + 7 + 2 * epoch[64] < 120
+    mech = preset("corrected").with_overrides(restart_cost_s=5.0, switch_cost_by_gang={1: 7.0})
+    done = simulate(trace, "fifo", ClusterSpec.of(1), mech, batch_sizes=observed)[0]["jobs"][0]
+    assert done["batch_size_changes"] == 1
+    assert done["finish_s"] == pytest.approx(5 + epoch[32] + 7 + 2 * epoch[64], abs=0.05)
+    other_gang = preset("corrected").with_overrides(restart_cost_s=5.0, switch_cost_by_gang={2: 7.0})
+    restarted = simulate(trace, "fifo", ClusterSpec.of(1), other_gang, batch_sizes=observed)[0]["jobs"][0]
+    assert restarted["finish_s"] == pytest.approx(5 + epoch[32] + 5 + 2 * epoch[64], abs=0.05)  # the restart cost
+
+
+def test_a_replayed_switch_that_outlasts_the_round_goes_on_starting_in_the_next(tmp_path: Path) -> None:
+    """A switch 150 s long, begun after the first epoch of a 120 s round: the job starts again 30 s and more into
+    the next round it keeps its GPU for."""
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 1563 * 2, 0.0, mode="accordion"))
+    observed = tmp_path / "batch_sizes.json"
+    observed.write_text(json.dumps({"0": [32, 64]}))
+    tm = BuiltinThroughputs()
+    epoch = {bs: FAMILIES["ResNet-18"].iterations_per_epoch(bs) / tm.throughput("ResNet-18", bs, 1) for bs in (32, 64)}
+    mech = preset("corrected").with_overrides(restart_cost_s=0.0, switch_cost_by_gang={1: 150.0})
+    done = simulate(trace, "fifo", ClusterSpec.of(1), mech, batch_sizes=observed)[0]["jobs"][0]
+    assert done["finish_s"] == pytest.approx(epoch[32] + 150.0 + epoch[64], abs=0.05)
+
+
 @pytest.mark.parametrize(
     ("schedules", "message"),
     [
@@ -240,6 +271,8 @@ def test_simulate_reads_restart_costs_per_gang(tmp_path: Path) -> None:
     trace = trace_file(tmp_path, job("ResNet-18", 32, 1563, 0.0))
     bad = shockwave("simulate", "--trace", trace, "--gpus", 1, "--policy", "fifo", "--restart-seconds-by-gang", "1=5")
     assert bad.returncode == 2 and "GANG:SECONDS pairs, got '1=5'" in bad.stderr
+    bad = shockwave("simulate", "--trace", trace, "--gpus", 1, "--policy", "fifo", "--switch-seconds-by-gang", "0:5")
+    assert bad.returncode == 2 and "--switch-seconds-by-gang: gang sizes must be >= 1" in bad.stderr
 
 
 class NeverPlans(Policy):

@@ -342,6 +342,14 @@ def simulate_cmd(
             "--restart-seconds-by-gang", help="Restart cost per gang size, e.g. '1:6.5,4:20' (others: the default)."
         ),
     ] = "",
+    switch_by_gang: Annotated[
+        str,
+        typer.Option(
+            "--switch-seconds-by-gang",
+            help="With --batch-sizes: what a batch-size switch within a round costs per gang size, e.g. '1:5.5,2:7' "
+            "(others: the restart cost).",
+        ),
+    ] = "",
     mechanics: MechanicsOpt = "corrected",
     config: Annotated[
         Path | None,
@@ -393,8 +401,13 @@ def simulate_cmd(
     params = parse_policy_params(policy, policy_param or [])
     if config is not None and not chosen.takes_config:
         raise InputError(f"--config sets Shockwave's hyperparameters; policy {chosen.label!r} has none", path=config)
-    by_gang = _gang_costs(restart_by_gang) if restart_by_gang else None
-    mech = preset(mechanics).with_round_seconds(round_seconds).with_overrides(restart_seconds, realloc_seconds, by_gang)
+    by_gang = _gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
+    switch_costs = _gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
+    mech = (
+        preset(mechanics)
+        .with_round_seconds(round_seconds)
+        .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
+    )
     spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)
     hyper = ShockwaveConfig.from_json(config) if config is not None else None
     if out_dir is not None:
@@ -656,7 +669,7 @@ def report_cmd(
     _print_paths(paths)
 
 
-def _gang_costs(text: str) -> dict[int, float]:
+def _gang_costs(text: str, flag: str) -> dict[int, float]:
     """'1:6.5,4:20' -> {1: 6.5, 4: 20.0}."""
     costs = {}
     for item in text.split(","):
@@ -664,7 +677,7 @@ def _gang_costs(text: str) -> dict[int, float]:
         try:
             costs[int(gang)] = float(seconds)
         except ValueError:
-            raise InputError(f"--restart-seconds-by-gang expects GANG:SECONDS pairs, got {item!r}") from None
+            raise InputError(f"{flag} expects GANG:SECONDS pairs, got {item!r}") from None
     return costs
 
 

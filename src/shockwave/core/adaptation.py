@@ -37,3 +37,11 @@ def planned_batch_size(job: JobState) -> int | None:
     plan = job.profile.batch_sizes
     wanted = plan[min(job.epochs_completed, len(plan) - 1)]
     return wanted if wanted != job.batch_size else None
+
+
+def next_planned_switch(job: JobState) -> tuple[int, int] | None:
+    """(step at the current batch size where it begins, batch size) of the next epoch after the one in progress
+    whose profile batch size differs from the current one; None if there is none."""
+    plan = job.profile.batch_sizes
+    epoch = next((e for e in range(job.epochs_completed + 1, len(plan)) if plan[e] != job.batch_size), None)
+    return None if epoch is None else (epoch * job.iterations_per_epoch, plan[epoch])

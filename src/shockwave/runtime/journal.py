@@ -67,6 +67,9 @@ class JobRecord:
     preempted jobs to leave, placement, process start, checkpoint load."""
     switches: list[list[int]] = field(default_factory=list)
     """[epoch, batch size] at each batch-size change: from that epoch on the job trained at that batch size."""
+    switch_seconds: list[float] = field(default_factory=list)
+    """Seconds each batch-size change cost the job: from its last report at the old size (checkpoint written) to its
+    first step at the new one (exit, relaunch, start-up); a replay loses as much at a switch within a round."""
 
     @property
     def run_seconds(self) -> float:

@@ -117,10 +117,10 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     # miss by a rounding error half the time. A longer interval spans the same number of replayed rounds.
     realloc = 0.0 if interval <= configured else interval * round_s / configured
     gangs = [job.scale_factor for job in read_trace(out / "trace.scaled.trace")]
-    startups: dict[int, list[float]] = {}
-    for job in result["jobs"]:
-        startups.setdefault(gangs[job["id"]], []).extend(job.get("startup_s", []))
-    by_gang = ",".join(f"{gang}:{fmean(s):.2f}" for gang, s in sorted(startups.items()) if s)
+    by_gang, switch_by_gang = (
+        _mean_by_gang(result["jobs"], gangs, "startup_s"),
+        _mean_by_gang(result["jobs"], gangs, "switch_s"),
+    )
     restart = result.get("restart_overhead_s") or 0.0
     policy = result.get("policy_spec", result["policy"])  # a file's class: its file and class
     cluster = ("--cluster", result["cluster"]) if result.get("cluster") else ("--gpus", str(result["gpus"]))
@@ -129,7 +129,16 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
         *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", policy, *cluster),
         *("--round-seconds", f"{round_s:.3f}", "--realloc-seconds", f"{realloc:.3f}", "--mechanics", "corrected"),
         *("--restart-seconds", f"{restart:.2f}", *(("--restart-seconds-by-gang", by_gang) if by_gang else ())),
+        *(("--switch-seconds-by-gang", switch_by_gang) if switch_by_gang else ()),
     ]
+
+
+def _mean_by_gang(jobs: list[dict[str, Any]], gangs: list[int], key: str) -> str:
+    """'GANG:SECONDS,...': the mean of the jobs' `key` lists (seconds) by gang size, for the gangs that have any."""
+    seconds: dict[int, list[float]] = {}
+    for job in jobs:
+        seconds.setdefault(gangs[job["id"]], []).extend(job.get(key, []))
+    return ",".join(f"{gang}:{fmean(s):.2f}" for gang, s in sorted(seconds.items()) if s)
 
 
 T = TypeVar("T")
@@ -417,6 +426,7 @@ def run_result(
             gpu_types=record.gpu_types,
             batch_size_switches=record.switches,
             startup_s=record.startups,
+            switch_s=record.switch_seconds,
         )
     unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))
     cancelled = sorted(i for i, r in records.items() if r.status == "cancelled")

@@ -90,6 +90,8 @@ class _Running:
     """The job the lease shares its GPUs with (None: it runs alone)."""
     last_report: float | None = None
     startup_seen: bool = False
+    switched_at: float | None = None
+    """Wall time of the previous lease's last report, when this lease restarts the job at a new batch size."""
 
 
 @dataclass
@@ -189,6 +191,8 @@ class RuntimeScheduler:
                     if job_id in self.view.jobs:
                         partner = lease.partner if lease.partner in self.running else None
                         self._start(job_id, lease.gpu_type, lease.deadline, wanted, partner)
+                        if job_id in self.running and self.records[job_id].batch_size != lease.batch_size:
+                            self.running[job_id].switched_at = lease.last_report
                     self._save()
 
     def _between_polls(self) -> None:
@@ -220,6 +224,8 @@ class RuntimeScheduler:
         if status.first_step_at is not None and not lease.startup_seen:
             lease.startup_seen = True
             record.startups.append(status.first_step_at - self.start_wall - lease.wanted)
+            if lease.switched_at is not None:
+                record.switch_seconds.append(status.first_step_at - lease.switched_at)
         rate = status.lease_rate() if lease.partner is None else None  # a pair's rate is not the job's alone
         if rate is not None:
             smoothed = rate if lease.prior_rate is None else EMA_ALPHA * rate + (1 - EMA_ALPHA) * lease.prior_rate

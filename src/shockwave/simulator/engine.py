@@ -11,17 +11,17 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shockwave.cluster import ClusterSpec
-from shockwave.core.adaptation import planned_batch_size, requested_batch_size
+from shockwave.core.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.core.clock import VirtualClock
 from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
 from shockwave.core.placement import place
 from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
-from shockwave.core.state import JobState
+from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.prices import DEFAULT_PRICES, Prices
 from shockwave.simulator.mechanics import Mechanics
@@ -35,6 +35,16 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
+class Switched:
+    """Training after a batch-size switch within the round (replaying a real run: the job checkpointed at the
+    epoch its schedule changes size, and started again at the new one)."""
+
+    batch_size: int
+    steps: int | float
+    train_s: float
+
+
+@dataclass
 class Launch:
     job: JobState
     steps: int | float
@@ -44,6 +54,9 @@ class Launch:
     """Time the job spends starting before it trains (replaying a real run: every start and restart)."""
     holds_gpus: bool = True
     """False for the second job of a pair: the GPUs' busy time is counted once, with the first."""
+    train_s: float | None = None
+    """Seconds `steps` take when switches follow them (else the round's time after the start-up)."""
+    switched: list[Switched] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -149,22 +162,28 @@ class Simulator:
                 log.warning("job %d made no progress in %d rounds; giving up on it", job.id, job.failures)
         else:
             job.steps_done += steps
+            self.loop.progressed(job, exec_s - launch.startup_s if launch.train_s is None else launch.train_s, steps)
+            for switched in launch.switched:
+                self._switch_batch_size(job, switched.batch_size)
+                self.switched.discard(job.id)  # it restarted within the round
+                job.steps_done += switched.steps
+                if switched.steps > 0:
+                    self.loop.progressed(job, switched.train_s, switched.steps)
             over_deadline = m.deadline_factor is not None and job.run_time_s > int(
                 int(job.profile.t_isolated) * m.deadline_factor
             )
             completed = job.remaining_steps <= 0 or over_deadline
-            self.loop.progressed(job, exec_s - launch.startup_s, steps)
             for gpu in launch.gpus if launch.holds_gpus else ():
                 self.gpu_busy[gpu] += exec_s
         if job.pending_batch_size is not None:
-            self._switch_batch_size(job)
+            new_bs, job.pending_batch_size = job.pending_batch_size, None
+            self._switch_batch_size(job, new_bs)
         if completed or (m.finish_past_last_step and job.remaining_steps <= 0):
             self.loop.remove(job)
             self.finished[job.id] = job
 
-    def _switch_batch_size(self, job: JobState) -> None:
-        new_bs, job.pending_batch_size = job.pending_batch_size, None
-        if new_bs is None or job.initial_batch_size == job.family.max_batch_size:
+    def _switch_batch_size(self, job: JobState, new_bs: int) -> None:
+        if job.initial_batch_size == job.family.max_batch_size:
             return
         rates = rates_after_switch(job, new_bs, self.throughputs, measured={})
         if rates is None:
@@ -176,14 +195,15 @@ class Simulator:
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
             if self.replay:  # a real job switched as soon as it asked: follow its schedule without delay
-                job.pending_batch_size = planned_batch_size(job)
-                self._switch_batch_size(job)
+                planned = planned_batch_size(job)
+                if planned is not None:
+                    self._switch_batch_size(job, planned)
                 continue
             wanted = requested_batch_size(job, profile_rule=self.mechanics.accordion_profile_rule)
-            if wanted is not None:
+            if wanted is not None and self.mechanics.switch_delay_rounds == 0:
+                self._switch_batch_size(job, wanted)
+            elif wanted is not None:
                 job.pending_batch_size = wanted
-                if self.mechanics.switch_delay_rounds == 0:
-                    self._switch_batch_size(job)
 
     # -- a round boundary --------------------------------------------------------------------------------------------
     def all_settled(self) -> bool:
@@ -235,11 +255,46 @@ class Simulator:
             startup = self._startup(job, restarting=restarting)
             steps = min(int(rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
-            launches.append(Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches))
+            launch = Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches)
+            if self.replay and len(jobs) == 1:
+                self._switch_within_round(launch, rate, assignment.gpu_type)
+            launches.append(launch)
         end = max(launch.finish for launch in launches)
         for launch in launches:
             launch.finish = end
         return launches
+
+    def _switch_within_round(self, launch: Launch, rate: float, gpu_type: str) -> None:
+        """Where the job's replayed schedule changes batch size before the round ends, split its round as the real
+        job's went: train to that epoch's end, lose the switch cost (`Mechanics.switch_cost`), train on at the new
+        size's rate; a switch cost that outlasts the round goes on in the next one if the job keeps its GPUs."""
+        ahead = replace(launch.job)  # the job as the round leaves it, worked out ahead of `_settle`
+        now, length = self.view.now, self.mechanics.round_seconds
+        elapsed = launch.startup_s
+        segments = [Switched(ahead.batch_size, launch.steps, launch.steps / rate)]
+        while (switch := next_planned_switch(ahead)) is not None:
+            boundary, new_bs = switch
+            to_go = boundary - ahead.steps_done
+            rates = rates_after_switch(ahead, new_bs, self.throughputs, measured={})
+            if boundary >= ahead.total_steps or to_go > rate * (length - elapsed) or rates is None:
+                break
+            segments[-1].steps, segments[-1].train_s = to_go, to_go / rate
+            elapsed += to_go / rate
+            ahead.steps_done = boundary
+            rescale_to_batch_size(ahead, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
+            rate, cost = rates[gpu_type], self.mechanics.switch_cost(ahead.scale_factor)
+            if elapsed + cost >= length:
+                self.starting[ahead.id] = elapsed + cost - length
+                segments.append(Switched(new_bs, 0, 0.0))
+                elapsed = length
+                break
+            elapsed += cost
+            steps = min(int(rate * (length - elapsed)), ahead.remaining_steps)
+            segments.append(Switched(new_bs, steps, steps / rate))
+        if len(segments) > 1:
+            launch.steps, launch.train_s = segments[0].steps, segments[0].train_s
+            launch.switched = segments[1:]
+            launch.finish = max(now, now + elapsed + segments[-1].train_s)
 
     def _restarts(self, job_id: int, gpus: tuple[int, ...], previous: dict[int, tuple[int, ...]]) -> bool:
         """The job starts anew: it did not run in the round before, or ran on another GPU type (a checkpoint and

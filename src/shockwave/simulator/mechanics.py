@@ -50,6 +50,9 @@ class Mechanics:
     """Place a new gang on the fullest server that fits it whole (matters with --gpus-per-server > 1)."""
     restart_cost_by_gang: tuple[tuple[int, float], ...] = ()
     """(gang size, seconds) pairs overriding restart_cost_s: a real run's start-up grows with the gang."""
+    switch_cost_by_gang: tuple[tuple[int, float], ...] = ()
+    """(gang size, seconds) a replayed job loses to a batch-size switch within a round (a real job checkpoints, exits
+    and starts again at the new size); a gang size not listed loses its restart cost."""
     reference_policy_quirks: bool = False
     """Policies that declare `reference_quirks` behave as the reference Gavel's code does (GAVEL_SPEC §7 item 1)."""
     stale_round_start_after_idle: bool = False
@@ -60,6 +63,9 @@ class Mechanics:
     def restart_cost(self, gang: int) -> float:
         return next((cost for size, cost in self.restart_cost_by_gang if size == gang), self.restart_cost_s)
 
+    def switch_cost(self, gang: int) -> float:
+        return next((cost for size, cost in self.switch_cost_by_gang if size == gang), self.restart_cost(gang))
+
     def __post_init__(self) -> None:
         """Times are finite and at most a year (NaN fails every comparison): an infinite round or restart cost
         would reach the simulator's integer arithmetic as a traceback, not an answer."""
@@ -68,11 +74,16 @@ class Mechanics:
             raise InputError(f"--round-seconds must be > 0 and {year}, got {self.round_seconds}")
         restart_costs = [("--restart-seconds", self.restart_cost_s)]
         restart_costs += [("--restart-seconds-by-gang", cost) for _, cost in self.restart_cost_by_gang]
+        restart_costs += [("--switch-seconds-by-gang", cost) for _, cost in self.switch_cost_by_gang]
         for flag, seconds in restart_costs:
             if not 0 <= seconds <= MAX_SECONDS:
                 raise InputError(f"{flag}: a restart cost must be >= 0 seconds and {year}, got {seconds}")
-        if any(gang < 1 for gang, _ in self.restart_cost_by_gang):
-            raise InputError(f"--restart-seconds-by-gang: gang sizes must be >= 1, got {self.restart_cost_by_gang}")
+        for flag, by_gang in (
+            ("--restart-seconds-by-gang", self.restart_cost_by_gang),
+            ("--switch-seconds-by-gang", self.switch_cost_by_gang),
+        ):
+            if any(gang < 1 for gang, _ in by_gang):
+                raise InputError(f"{flag}: gang sizes must be >= 1, got {by_gang}")
         if not 0 <= self.min_realloc_interval_s <= MAX_SECONDS:
             raise InputError(f"--realloc-seconds must be >= 0 and {year}, got {self.min_realloc_interval_s}")
         if self.switch_delay_rounds not in (0, 1):
@@ -99,6 +110,7 @@ class Mechanics:
         restart_cost_s: float | None = None,
         min_realloc_interval_s: float | None = None,
         restart_cost_by_gang: dict[int, float] | None = None,
+        switch_cost_by_gang: dict[int, float] | None = None,
     ) -> Mechanics:
         """The preset with a measured restart cost or another reallocation interval (e.g. to match a real run)."""
         changes: dict[str, object] = {}
@@ -106,6 +118,8 @@ class Mechanics:
             changes["restart_cost_s"] = restart_cost_s
         if restart_cost_by_gang:
             changes["restart_cost_by_gang"] = tuple(sorted(restart_cost_by_gang.items()))
+        if switch_cost_by_gang:
+            changes["switch_cost_by_gang"] = tuple(sorted(switch_cost_by_gang.items()))
         if min_realloc_interval_s is not None:
             changes["min_realloc_interval_s"] = min_realloc_interval_s
         return replace(self, **changes)

@@ -53,6 +53,7 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from shockwave.exact import exact_dot
 from shockwave.highs import quiet_solver
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import FairnessView
@@ -218,7 +219,7 @@ def _prefer_completion(
     solver: highspy.Highs, model: _Model, values: np.ndarray, config: ShockwaveConfig
 ) -> tuple[np.ndarray, bool]:
     """Second solve: keep the makespan term and most of the welfare, give rounds to jobs closest to finishing."""
-    welfare = float(model.welfare @ values)
+    welfare = exact_dot(model.welfare, values)
     solver.changeRowBounds(model.welfare_row, welfare - config.welfare_slack * abs(welfare), highspy.kHighsInf)
     makespan = float(values[model.makespan])
     solver.changeColBounds(model.makespan, 0.0, makespan + config.solver_rel_gap * abs(makespan) + 1e-9)

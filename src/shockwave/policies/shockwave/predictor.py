@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from shockwave.exact import exact_dot
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
@@ -275,4 +276,4 @@ class JobForecast:
         subtracted = np.minimum(observed, np.floor(expected + 1e-9))
         expected -= subtracted
         inflated = max(self.epochs - int(subtracted.sum()) + 1, remaining)
-        return float(remaining / inflated * (expected @ np.array([durations[bs] for bs in modes])))
+        return remaining / inflated * exact_dot(expected, [durations[bs] for bs in modes])
