@@ -118,6 +118,7 @@ def test_an_output_folder_has_one_writer_and_one_kind_of_results(small_trace: Pa
 def test_output_locations_are_checked_before_any_work(small_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
+    import shockwave.api  # imported now, not first under the patch below: it would keep `never` for good
     import shockwave.simulator.run
     import shockwave.workload_model.generator
     from shockwave.cli import app
