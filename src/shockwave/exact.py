@@ -16,6 +16,5 @@ import numpy as np
 
 def exact_dot(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
     """sum(a[i] * b[i]), each product rounded as IEEE does and the sum rounded once."""
-    left = a.tolist() if isinstance(a, np.ndarray) else a
-    right = b.tolist() if isinstance(b, np.ndarray) else b
+    left, right = np.asarray(a, dtype=float).tolist(), np.asarray(b, dtype=float).tolist()
     return math.fsum(x * y for x, y in zip(left, right, strict=True))

@@ -117,10 +117,8 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     # miss by a rounding error half the time. A longer interval spans the same number of replayed rounds.
     realloc = 0.0 if interval <= configured else interval * round_s / configured
     gangs = [job.scale_factor for job in read_trace(out / "trace.scaled.trace")]
-    by_gang, switch_by_gang = (
-        _mean_by_gang(result["jobs"], gangs, "startup_s"),
-        _mean_by_gang(result["jobs"], gangs, "switch_s"),
-    )
+    by_gang = _mean_by_gang(result["jobs"], gangs, "startup_s")
+    switch_by_gang = _mean_by_gang(result["jobs"], gangs, "switch_s")
     restart = result.get("restart_overhead_s") or 0.0
     policy = result.get("policy_spec", result["policy"])  # a file's class: its file and class
     cluster = ("--cluster", result["cluster"]) if result.get("cluster") else ("--gpus", str(result["gpus"]))

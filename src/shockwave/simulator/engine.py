@@ -164,8 +164,7 @@ class Simulator:
             job.steps_done += steps
             self.loop.progressed(job, exec_s - launch.startup_s if launch.train_s is None else launch.train_s, steps)
             for switched in launch.switched:
-                self._switch_batch_size(job, switched.batch_size)
-                self.switched.discard(job.id)  # it restarted within the round
+                self._switch_batch_size(job, switched.batch_size, restarted=True)
                 job.steps_done += switched.steps
                 if switched.steps > 0:
                     self.loop.progressed(job, switched.train_s, switched.steps)
@@ -182,15 +181,22 @@ class Simulator:
             self.loop.remove(job)
             self.finished[job.id] = job
 
-    def _switch_batch_size(self, job: JobState, new_bs: int) -> None:
-        if job.initial_batch_size == job.family.max_batch_size:
-            return
-        rates = rates_after_switch(job, new_bs, self.throughputs, measured={})
+    def _switch_batch_size(self, job: JobState, new_bs: int, *, restarted: bool = False) -> None:
+        """`restarted`: the job already paid the switch within the round (`_switch_within_round`); otherwise a
+        replayed job restarts at the new size in its next round."""
+        rates = self._rates_after_switch(job, new_bs)
         if rates is None:
-            return  # the reference ignores switches to batch sizes it has no throughput for
-        if self.replay:  # the real job checkpointed and restarted at the new batch size
+            return
+        if self.replay and not restarted:  # the real job checkpointed and restarted at the new batch size
             self.switched.add(job.id)
         self.loop.switch_batch_size(job, new_bs, rates, round_up_progress=self.mechanics.round_up_progress_at_switch)
+
+    def _rates_after_switch(self, job: JobState, new_bs: int) -> dict[str, float] | None:
+        """The job's rates at `new_bs`, or None where the switch is ignored: a job that started at its family's
+        largest batch size keeps it, and the reference ignores switches to batch sizes it has no throughput for."""
+        if job.initial_batch_size == job.family.max_batch_size:
+            return None
+        return rates_after_switch(job, new_bs, self.throughputs, measured={})
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
@@ -275,8 +281,10 @@ class Simulator:
         while (switch := next_planned_switch(ahead)) is not None:
             boundary, new_bs = switch
             to_go = boundary - ahead.steps_done
-            rates = rates_after_switch(ahead, new_bs, self.throughputs, measured={})
-            if boundary >= ahead.total_steps or to_go > rate * (length - elapsed) or rates is None:
+            if boundary >= ahead.total_steps or to_go > rate * (length - elapsed):
+                break
+            rates = self._rates_after_switch(ahead, new_bs)
+            if rates is None:
                 break
             segments[-1].steps, segments[-1].train_s = to_go, to_go / rate
             elapsed += to_go / rate
