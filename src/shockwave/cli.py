@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from shockwave import __version__
-from shockwave.atomic import ensure_writable, ensure_writable_file
 from shockwave.errors import InputError, Interrupted, require_extra
+from shockwave.io.atomic import ensure_writable, ensure_writable_file
 from shockwave.provenance import this_command, with_command
 from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
 from shockwave.workload_model.generator import GeneratorParams, generate
@@ -707,7 +707,7 @@ def profile_workloads_cmd(
     """Measure each built-in workload's throughput per batch size and gang size on this machine."""
     from rich.progress import Progress
 
-    from shockwave.atomic import write_atomically
+    from shockwave.io.atomic import write_atomically
 
     require_extra("torch", "workloads", "profile-workloads")
     from shockwave.training.profiling import plan, profile, table_of

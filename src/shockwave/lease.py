@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shockwave.atomic import write_atomically
+from shockwave.io.atomic import write_atomically
 
 LEASE_DIR_ENV = "SHOCKWAVE_LEASE_DIR"
 LEASE_FILE = "lease.json"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import object_with_keys, read_json_or_toml
+from shockwave.io.jsonfile import object_with_keys, read_json_or_toml
 
 TOP_KEYS = ("name", "prices")
 

@@ -21,10 +21,10 @@ from shockwave.experiments.cell import Cell
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.store import claimed, write_comparison
 from shockwave.experiments.sweep import headline
+from shockwave.io.text import read_text
 from shockwave.policies.plugins import short_name, source_of
 from shockwave.policies.registry import canonical_names, takes_config
 from shockwave.provenance import with_command
-from shockwave.textfile import read_text
 
 log = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shockwave import jsonfile
-from shockwave.atomic import ensure_writable, write_atomically
+from shockwave.io import jsonfile
 from shockwave.errors import InputError
 from shockwave.experiments.cell import digest_of_key
+from shockwave.io.atomic import ensure_writable, write_atomically
 from shockwave.report import check_result, comparison_rows
 
 CELLS = "cells"

@@ -24,9 +24,9 @@ from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.sweep_spec import SweepSpec
+from shockwave.io.text import read_text
 from shockwave.policies.plugins import short_name
 from shockwave.provenance import with_command
-from shockwave.textfile import read_text
 
 log = logging.getLogger(__name__)
 SPEC_FILE = "sweep.json"

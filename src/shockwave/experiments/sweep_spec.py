@@ -36,7 +36,7 @@ from pydantic.dataclasses import dataclass
 
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_toml
+from shockwave.io.jsonfile import read_toml
 from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.generator import GeneratorParams
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from shockwave.core.policy import Policy
 from shockwave.errors import InputError
-from shockwave.textfile import read_text
+from shockwave.io.text import read_text
 
 log = logging.getLogger(__name__)
 

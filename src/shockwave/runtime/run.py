@@ -26,10 +26,10 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, TypeVar
 
-from shockwave.atomic import ensure_writable
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop, timeline
 from shockwave.errors import InputError, require_extra
+from shockwave.io.atomic import ensure_writable
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
 from shockwave.results import Result

@@ -12,9 +12,9 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from shockwave.atomic import write_atomically
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_object
+from shockwave.io.atomic import write_atomically
+from shockwave.io.jsonfile import read_json_object
 
 ENDPOINT_FILE = "endpoint.json"
 SERVICE_DIR_VARIABLE = "SHOCKWAVE_SERVICE_DIR"

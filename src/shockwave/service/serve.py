@@ -25,10 +25,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from shockwave.atomic import ensure_writable
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.errors import InputError, require_extra
+from shockwave.io.atomic import ensure_writable
 from shockwave.provenance import with_command
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.journal import Journal

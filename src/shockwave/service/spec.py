@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from shockwave.cluster import MAX_GPUS, ClusterSpec
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_or_toml
+from shockwave.io.jsonfile import read_json_or_toml
 from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, family
 from shockwave.workload_model.trace import MAX_EPOCHS, TraceJob, catalog_job
 

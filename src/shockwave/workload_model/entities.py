@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import object_with_keys, read_json_or_toml
+from shockwave.io.jsonfile import object_with_keys, read_json_or_toml
 
 ENTITY_POLICIES = ("fairness", "fifo")
 """How an entity splits its share among its jobs."""

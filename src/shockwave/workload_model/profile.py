@@ -15,7 +15,7 @@ from pathlib import Path
 
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_object
+from shockwave.io.jsonfile import read_json_object
 from shockwave.workload_model.adaptation import profile_batch_sizes
 from shockwave.workload_model.catalog import family
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs, rate_or_zero

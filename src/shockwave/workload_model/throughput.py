@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_object
+from shockwave.io.jsonfile import read_json_object
 from shockwave.workload_model.catalog import FAMILIES, split_job_type
 
 DEFAULT_GPU_TYPE = "v100"

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shockwave.errors import InputError
-from shockwave.textfile import read_text
+from shockwave.io.text import read_text
 from shockwave.workload_model.catalog import FAMILIES, MODES, split_job_type
 from shockwave.workload_model.throughput import ThroughputModel, knows
 

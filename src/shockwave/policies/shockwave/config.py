@@ -23,7 +23,7 @@ from typing import Any
 from pydantic.dataclasses import dataclass
 
 from shockwave.errors import InputError
-from shockwave.jsonfile import read_json_object
+from shockwave.io.jsonfile import read_json_object
 
 JSON_NAMES = {"lam": "lambda"}
 """Field names that differ from the reference's JSON keys (`lambda` is a Python keyword)."""

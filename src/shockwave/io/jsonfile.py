@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.textfile import read_text
+from shockwave.io.text import read_text
 
 
 def read_json(path: str | Path, what: str) -> Any:
