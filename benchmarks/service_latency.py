@@ -6,16 +6,22 @@ cluster of 64 GPUs running on the wall clock, with Shockwave planning a queue of
 a good part of each round. A client submits a job every SUBMIT_EVERY_S over HTTP with the token, as `shockwave
 submit` does, and times each answer; the solves' start and end times are recorded, and submissions whose request
 overlapped a solve are reported apart.
+
+`--readers N` opens N slow dashboard streams (`/events`) once the queue is filled, as browsers on a slow link: each
+reads READ_BYTES every READ_EVERY_S, so a snapshot of the whole queue takes it seconds. They must not hold
+submissions up (issue 31: 30 of them on 1,680 queued jobs once took `POST /jobs` from 77 ms to 4.3 s at p95).
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx2 as httpx
 from rich.console import Console
@@ -30,6 +36,56 @@ from shockwave.service.serve import ServeRequest, serve
 
 SUBMIT_EVERY_S = 0.05
 FAMILIES = ("ResNet-18", "LM", "ResNet-50", "Transformer")
+READ_BYTES = 16 << 10
+READ_EVERY_S = 0.1
+"""A slow reader's pace: 160 KiB/s, a few seconds per snapshot of a queue of 1,700 jobs."""
+
+
+class SlowReaders:
+    """N open `/events` streams, all read by one thread at READ_BYTES per stream every READ_EVERY_S (a thread per
+    reader would take the interpreter's lock from the service that this process also runs)."""
+
+    def __init__(self, url: str, token: str, count: int) -> None:
+        address = urlsplit(url)
+        host, port = address.hostname or "127.0.0.1", address.port or 80
+        request = (
+            f"GET /events HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\n"
+            "Accept: text/event-stream\r\n\r\n"
+        ).encode()
+        self.sockets: list[socket.socket] = []
+        for _ in range(count):
+            reader = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, READ_BYTES)  # the kernel holds little for it
+            reader.connect((host, port))
+            reader.sendall(request)
+            reader.setblocking(False)
+            self.sockets.append(reader)
+        self.heads = [b""] * count
+        self.received = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._read, name="slow-readers", daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while not self.stop.wait(READ_EVERY_S):
+            for i, reader in enumerate(self.sockets):
+                try:
+                    data = reader.recv(READ_BYTES)
+                except BlockingIOError:
+                    continue
+                self.received += len(data)
+                if len(self.heads[i]) < 12:
+                    self.heads[i] += data[:12]
+
+    def close(self) -> str:
+        """Stop reading and hang up; what the streams were answered and how much they read."""
+        self.stop.set()
+        self.thread.join()
+        for reader in self.sockets:
+            reader.close()
+        answers = [head[9:12].decode() or "none" for head in self.heads]
+        counts = ", ".join(f"{answers.count(code)} answered {code}" for code in sorted(set(answers)))
+        return f"{len(self.sockets)} slow /events readers ({counts}) read {self.received / 1e6:.1f} MB"
 
 
 def _solves() -> list[tuple[float, float]]:
@@ -60,6 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queued", type=int, default=900, help="jobs queued before the measurement")
     parser.add_argument("--seconds", type=float, default=40.0, help="how long to keep submitting")
+    parser.add_argument("--readers", type=int, default=0, help="slow dashboard streams open while measuring")
     args = parser.parse_args()
     windows = _solves()
     stop = threading.Event()
@@ -94,6 +151,7 @@ def main() -> None:
 
         for i in range(args.queued):
             submit(i)
+        readers = SlowReaders(endpoint.url, endpoint.token, args.readers) if args.readers else None
         timed: list[tuple[float, float]] = []
         until = time.monotonic() + args.seconds
         i = args.queued
@@ -101,6 +159,7 @@ def main() -> None:
             timed.append(submit(i))
             i += 1
             time.sleep(SUBMIT_EVERY_S)
+        watched = readers.close() if readers is not None else "no dashboard stream open"
         stop.set()
         service.join(timeout=120)
     solves = [w for w in windows if w[0] >= timed[0][0]]
@@ -115,7 +174,8 @@ def main() -> None:
     s50, s95, smax = _quantiles([e - b for b, e in solves])
     table.caption = (
         f"{len(solves)} solves during the measurement: p50 {s50:.2f} s, p95 {s95:.2f} s, max {smax:.2f} s; "
-        f"{args.queued} jobs queued first, then one every {SUBMIT_EVERY_S * 1000:.0f} ms. Bar: under 200 ms."
+        f"{args.queued} jobs queued first, then one every {SUBMIT_EVERY_S * 1000:.0f} ms; {watched}. "
+        "Bar: under 200 ms."
     )
     Console().print(table)
 

@@ -173,6 +173,19 @@ def test_a_malformed_body_is_refused_and_nothing_is_queued(
     assert store.jobs() == []
 
 
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
+def test_a_body_over_the_limit_is_refused_like_any_error(api: TestClient, store: Store, declared: bool) -> None:
+    """A 10 MB body gets the API's JSON error, whether its Content-Length tells or its bytes do (issue 31: FastAPI's
+    own limit answered `Content Too Large` in plain text)."""
+    body = b'{"name": "a", "family": "LM", "steps": 1, "note": "' + b"x" * (10 << 20) + b'"}'
+    chunks = [body[start : start + (1 << 20)] for start in range(0, len(body), 1 << 20)]
+    content = body if declared else iter(chunks)
+    response = api.post("/jobs", content=content, headers={"Content-Type": "application/json"})
+    assert response.headers["content-type"] == "application/json"
+    assert "over 1048576 bytes" in refused(response, 413, "body")
+    assert store.jobs() == []
+
+
 PROTECTED = [
     ("POST", "/jobs"),
     ("GET", "/jobs"),

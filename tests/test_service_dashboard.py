@@ -5,17 +5,23 @@ a reload.
 The browser is Debian's `chromium` driven through its `chromium-driver` with Selenium (`make test` installs all
 three); a missing one skips the browser tests, or fails them under CI=true. No scheduler runs: a test plays its part
 by writing to the store. Waits on the page are bounded and poll the DOM; none sleeps a fixed time.
+
+Open streams share one snapshot per change of the store, read once (issue 31: each stream read and encoded the whole
+queue in the API's thread pool, and 30 of them held submissions up for seconds): a test counts the store's reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
 import shutil
+import sqlite3
 import time
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +30,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from shockwave.cluster import ClusterSpec
+from shockwave.service import dashboard
 from shockwave.service import store as store_module
 from shockwave.service.api import make_app
 from shockwave.service.dashboard import PAGE
@@ -178,18 +185,24 @@ def submit_two(url: str) -> None:
             assert response.status_code == 201, response.text
 
 
-def next_snapshot(lines: Iterator[str]) -> dict[str, Any]:
-    """The data of the stream's next `snapshot` event."""
+def snapshots(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """The data of the stream's `snapshot` events as they come, until it ends."""
     event: dict[str, str] = {}
     for line in lines:
         if not line:
             if event.get("event") == "snapshot":
-                return json.loads(event["data"])
+                yield json.loads(event["data"])
             event = {}
         elif not line.startswith(":"):  # a comment keeps the connection alive
             key, _, value = line.partition(": ")
             event[key] = value
-    raise AssertionError("the stream ended")
+
+
+def next_snapshot(lines: Iterator[str]) -> dict[str, Any]:
+    """The data of the stream's next `snapshot` event."""
+    snapshot = next(snapshots(lines), None)
+    assert snapshot is not None, "the stream ended"
+    return snapshot
 
 
 def test_the_stream_sends_the_queue_and_then_each_change(service: tuple[str, Store]) -> None:
@@ -220,6 +233,130 @@ def test_the_stream_sends_the_queue_and_then_each_change(service: tuple[str, Sto
             10,
         )
         assert "command" not in json.dumps(second)
+
+
+def test_a_silent_stream_keeps_the_connection_alive(
+    service: tuple[str, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dashboard, "KEEPALIVE_S", 0.05)
+    url, store = service
+    with (
+        httpx.Client(base_url=url, headers=AUTH, trust_env=False, timeout=PAGE_WAIT_S) as client,
+        client.stream("GET", "/events") as stream,
+    ):
+        lines = stream.iter_lines()
+        first = next_snapshot(lines)
+        assert next(lines) == ": keepalive"  # nothing changed: a comment, which proxies see as traffic
+        store.submit(JobSpec.model_validate(RESNET))
+        assert next_snapshot(lines)["version"] > first["version"]
+
+
+def count_reads(store: Store, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """How often a snapshot's reads (`jobs`, `rounds`) hit the store from now on."""
+    reads: Counter[str] = Counter()
+
+    def counting(name: str, read: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any) -> Any:
+            reads[name] += 1
+            return read(*args)
+
+        return counted
+
+    for name in ("jobs", "rounds"):
+        monkeypatch.setattr(store, name, counting(name, getattr(store, name)))
+    return reads
+
+
+def test_open_streams_share_one_read_of_the_store_per_change(
+    service: tuple[str, Store], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, store = service
+    submit_two(url)
+    reads = count_reads(store, monkeypatch)
+    changes = 3
+    with (
+        httpx.Client(base_url=url, headers=AUTH, trust_env=False, timeout=PAGE_WAIT_S) as client,
+        contextlib.ExitStack() as streams,
+    ):
+        readers = [streams.enter_context(client.stream("GET", "/events")).iter_lines() for _ in range(4)]
+        sent = [next_snapshot(lines) for lines in readers]
+        for change in range(changes):
+            if change == 1:
+                store.record_round(100.0, {"v100": 1}, [Placement(job="resnet-a", gpu_type="v100", gpus=1)])
+            else:
+                store.update(1, state="running", gpu_type="v100", gpus=1, progress_steps=10 * (change + 1))
+            news = [next_snapshot(lines) for lines in readers]
+            assert all(snapshot == news[0] for snapshot in news)  # the same snapshot on every stream
+            assert news[0]["version"] == store.version() > sent[0]["version"]
+            sent = news
+        assert sent[0]["rounds"][0]["plan"] == [{"job": "resnet-a", "gpu_type": "v100", "gpus": 1}]
+        assert sent[0]["jobs"][0]["progress_steps"] == 30
+    assert reads == {"jobs": changes + 1, "rounds": changes + 1}  # once each at the start and per change, not x4
+
+
+def new_stream_answer(client: httpx.Client) -> int:
+    """The status a new stream is answered with; when it is 200, after its first snapshot arrived."""
+    with client.stream("GET", "/events") as stream:
+        if stream.status_code == 200:
+            next_snapshot(stream.iter_lines())
+        return stream.status_code
+
+
+def test_a_stream_past_the_cap_is_refused_until_one_ends(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dashboard, "MAX_STREAMS", 2)
+    running = start_server(make_app(store, CLUSTER, TOKEN))
+    try:
+        with (
+            httpx.Client(base_url=running.url, headers=AUTH, trust_env=False, timeout=PAGE_WAIT_S) as client,
+            client.stream("GET", "/events") as first,
+        ):
+            with client.stream("GET", "/events") as second:
+                assert (first.status_code, second.status_code) == (200, 200)
+                refusal = client.get("/events")
+                assert refusal.status_code == 503 and refusal.headers["content-type"] == "application/json"
+                assert refusal.json() == {
+                    "detail": "2 dashboard streams are open, the most this service serves: try again later",
+                    "field": None,
+                }
+            # The second one hung up: its place frees once the server has seen it go (bounded, polled).
+            deadline = time.monotonic() + PAGE_WAIT_S
+            while (answer := new_stream_answer(client)) != 200 and time.monotonic() < deadline:
+                assert answer == 503
+                time.sleep(0.05)
+            assert answer == 200
+    finally:
+        running.stop()
+
+
+def test_a_store_that_cannot_be_read_ends_the_streams(
+    service: tuple[str, Store], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The browser reconnects after an ended stream (its page says `disconnected` meanwhile), and gets snapshots
+    again once the store can be read."""
+    url, store = service
+    submit_two(url)
+    with httpx.Client(base_url=url, headers=AUTH, trust_env=False, timeout=PAGE_WAIT_S) as client:
+        with client.stream("GET", "/events") as stream:
+            lines = stream.iter_lines()
+            next_snapshot(lines)
+
+            def locked() -> list[Any]:
+                raise sqlite3.OperationalError("database is locked")
+
+            monkeypatch.setattr(store, "jobs", locked)
+            store.update(1, progress_steps=5)
+            assert list(snapshots(lines)) == []  # it ends, and sends nothing more
+        assert "the dashboard cannot read the service's store" in caplog.text
+        monkeypatch.undo()
+
+        def first_snapshot() -> dict[str, Any] | None:
+            with client.stream("GET", "/events") as stream:
+                return next(snapshots(stream.iter_lines()), None)
+
+        deadline = time.monotonic() + PAGE_WAIT_S  # a stream opened before the feed retried ends at once
+        while (snapshot := first_snapshot()) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert snapshot is not None and snapshot["jobs"][0]["progress_steps"] == 5
 
 
 # ---- in a real browser ---------------------------------------------------------------------------------------------

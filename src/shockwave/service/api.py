@@ -5,12 +5,12 @@ Every route but `/healthz` and the read-only OpenAPI docs asks for `Authorizatio
 a browser gets by opening `/?token=<token>`, which grants reading only. A request only reads or writes the store
 (`shockwave.service.store`) and returns: it never waits on the scheduler, so a submission is answered while a round
 is being solved. Routes are plain functions, which FastAPI runs in its thread pool, so SQLite's blocking calls never
-stall the event loop (the dashboard's stream reads it in that pool too).
+stall the event loop (the dashboard's streams share one snapshot, read in a thread of their own, never in that pool).
 
 Errors are `{"detail": message, "field": field}` with the field to fix: 400 (a body that cannot be parsed), 401 (no
 or wrong token, field `Authorization`; `Cookie` or `token` for the dashboard's), 404 (no such job), 409 (a name in
-use, a job already over), 422 (a spec that is not valid, or that the cluster can never run), 503 (the store could not
-be used).
+use, a job already over), 413 (a body over MAX_BODY_BYTES, field `body`), 422 (a spec that is not valid, or that the
+cluster can never run), 503 (the store could not be used, or the dashboard has as many streams open as it serves).
 
 No `from __future__ import annotations` here: FastAPI reads the route functions' annotations at run time, and
 those of functions defined inside `make_app` name its local variables.
@@ -35,7 +35,9 @@ from fastapi.telemetry import TelemetryConfig
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from pydantic import BaseModel
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shockwave import __version__
 from shockwave.cluster import ClusterSpec
@@ -46,6 +48,7 @@ from shockwave.service.store import Job, JobConflict, Store, UnknownJob
 
 MAX_BODY_BYTES = 1 << 20
 """A spec is a few hundred bytes; its longest command (256 arguments of 1024 characters) fits."""
+TOO_LARGE = f"the request's body is over {MAX_BODY_BYTES} bytes, the most this service reads"
 NO_TELEMETRY: TelemetryConfig = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
 """FastAPI would otherwise hand requests (headers with the token, bodies, errors) to whatever OpenTelemetry providers
 the process has configured; /metrics is the service's own account."""
@@ -111,6 +114,35 @@ class _QueueCollector:
             )
         if now.round_seconds is not None:
             yield GaugeMetricFamily("shockwave_round_seconds", "Length of the last round.", now.round_seconds)
+
+
+class _BodyLimit:
+    """Refuses a body over MAX_BODY_BYTES with the API's JSON error (413, field `body`), before reading it when its
+    Content-Length says so, else once the bytes read pass the limit. FastAPI's own `max_body_size` answers in plain
+    text, and puts that text in place of any answer to a request whose Content-Length is over the limit."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = Headers(scope=scope).get("content-length", "")
+        if length.isdigit() and int(length) > MAX_BODY_BYTES:
+            await _answer(413, TOO_LARGE, "body")(scope, receive, send)
+            return
+        read = 0
+
+        async def limited() -> Message:
+            nonlocal read
+            message = await receive()
+            read += len(message.get("body", b""))
+            if read > MAX_BODY_BYTES:
+                raise HTTPException(413, TOO_LARGE)  # FastAPI passes an HTTPException on, to `_http` below
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def tail(path: Path, lines: int) -> str:
@@ -179,10 +211,10 @@ def make_app(
     app = FastAPI(
         title="shockwave scheduler service",
         version=__version__,
-        responses={503: {"model": ApiError}},
-        max_body_size=MAX_BODY_BYTES,
+        responses={413: {"model": ApiError}, 503: {"model": ApiError}},
         telemetry=NO_TELEMETRY,
     )
+    app.add_middleware(_BodyLimit)
     jobs = APIRouter(dependencies=[Depends(authenticated)], responses={401: refusals[401]})
     registry = CollectorRegistry()
     registry.register(_QueueCollector(store, metrics_source))
@@ -194,8 +226,10 @@ def make_app(
 
     @app.exception_handler(HTTPException)
     def _http(request: Request, exc: HTTPException) -> JSONResponse:
-        """FastAPI's own refusals (a body it cannot parse, a route that does not exist) in the same shape."""
-        return _answer(exc.status_code, str(exc.detail), "body" if exc.status_code == 400 else None, exc.headers)
+        """FastAPI's own refusals (a body it cannot parse, a route that does not exist), the body limit's and the
+        dashboard's (too many streams) in the same shape."""
+        field = "body" if exc.status_code in (400, 413) else None
+        return _answer(exc.status_code, str(exc.detail), field, exc.headers)
 
     @app.exception_handler(RequestValidationError)
     def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
