@@ -161,6 +161,70 @@ def test_trace_check_refuses_gangs_larger_than_the_cluster_as_simulate_does(tmp_
     assert errors[0] == errors[1] and len(errors[0]) == 1
 
 
+UNKNOWN_TYPE = "the built-in throughput model has no rates for GPU type 'a100' of the cluster; it knows v100"
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["trace", "check", "{trace}", "--cluster", "a100:32"],
+        ["simulate", "--trace", "{trace}", "--policy", "fifo", "--cluster", "a100:32"],
+        ["compare", "--trace", "{trace}", "--policies", "fifo,gavel", "--cluster", "a100:32", "--out", "{out}"],
+        ["compare", "--trace", "{trace}", "--policies", "fifo", "--cluster", "v100:4,a100:32", "--out", "{out}"],
+        ["sweep", "--trace", "{trace}", "--policies", "fifo", "--cluster", "a100:32", "--out", "{out}"],
+    ],
+    ids=["trace-check", "simulate", "compare", "compare-mixed", "sweep"],
+)
+def test_a_gpu_type_the_throughput_model_lacks_is_one_clear_refusal(
+    good_trace: Path, tmp_path: Path, arguments: list[str]
+) -> None:
+    """Today: an UnknownThroughput traceback (simulate; compare twice, once per policy, after starting them), GPUs
+    left idle beside known types, and `trace check` accepted the cluster."""
+    filled = [a.format(trace=good_trace, out=tmp_path / "out") for a in arguments]
+    result = shockwave(*filled)
+    assert_cli_clean(result, UNKNOWN_TYPE)
+    assert result.stderr.count("error:") == 1
+    if arguments[0] == "compare":
+        assert not (tmp_path / "out").exists()  # refused before any policy started
+
+
+def test_a_gpu_type_a_table_lacks_is_refused_naming_the_table(good_trace: Path, tmp_path: Path) -> None:
+    rates = write(
+        tmp_path / "rates.json",
+        table({"('ResNet-18 (batch size 32)', 1)": 12.5, "('ResNet-18 (batch size 256)', 1)": 3.0}),
+    )
+    with pytest.raises(InputError, match=f"the throughput table {rates} has no rates for GPU type 'k80'") as caught:
+        simulate(good_trace, "fifo", ClusterSpec.parse("v100:2,k80:2"), preset("corrected"), rates)
+    assert "it knows v100" in str(caught.value)
+
+
+def test_report_prints_names_from_files_as_text_not_markup(saved_result: dict[str, Any], tmp_path: Path) -> None:
+    """Today a results.json whose policy is `[red]x[/red]` printed red, and a `$` in a name failed the figures."""
+    names = ["[red]x[/red]", "$\\foo$ [bold]y"]
+    results = [{**saved_result, "policy": name, "trace": "/t/[i]t.trace"} for name in names]
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    result = shockwave("report", tmp_path)
+    assert result.returncode == 0, result.stderr
+    for name in [*names, "[i]t.trace: 2 GPUs"]:
+        assert name in result.stdout
+    assert (tmp_path / "figures" / "metrics.png").exists()
+
+
+def test_a_sweep_summary_prints_names_as_text(saved_result: dict[str, Any]) -> None:
+    from shockwave.experiments.sweep import print_summary
+
+    row = {"gpus": 2, "cluster": "[b]c[/b]", "policy": "[red]x[/red]", "cells": 1}
+    row |= {
+        f"{key}_{s}": 1.0
+        for key in ("makespan_s", "avg_jct_s", "worst_ftf", "unfair_fraction")
+        for s in ("mean", "min", "max")
+    }
+    console = Console(record=True, width=200)
+    print_summary(console, [row], 1, 1)
+    text = console.export_text()
+    assert "[red]x[/red]" in text and "[b]c[/b]" in text
+
+
 def test_simulate_round_seconds_inf_exits_2(good_trace: Path) -> None:
     """Today: OverflowError: cannot convert float infinity to integer (exit 1)."""
     result = shockwave("simulate", "--trace", good_trace, "--policy", "fifo", "--gpus", 2, "--round-seconds", "inf")

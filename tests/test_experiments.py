@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,9 +20,10 @@ import pytest
 from rich.console import Console
 
 from conftest import require_reference, shockwave
+from shockwave.errors import InputError
 from shockwave.experiments import sweep as sweep_module
 from shockwave.experiments.cell import without_timing
-from shockwave.experiments.sweep import run_sweep
+from shockwave.experiments.sweep import SweepRun, render, run_sweep
 from shockwave.experiments.sweep_spec import Case, SweepSpec
 from shockwave.policies.registry import POLICIES
 from shockwave.results import result_schema
@@ -214,6 +217,31 @@ def test_a_failing_cell_is_reported_and_the_others_finish(
     assert "broken.trace:1" in error
     assert json.loads((tmp_path / "cells" / f"{key}.error.json").read_text())["error"] == error
     assert len(json.loads((tmp_path / "results.json").read_text())) == 1
+
+
+def test_a_damaged_cell_is_computed_again_and_report_names_the_file_to_remove(
+    tmp_path: Path, small_trace: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Today a damaged cell (a write cut short, a hand edit) stopped every later run of the sweep, and `report`,
+    with an error that named the file but not what to do about it."""
+    spec = SweepSpec(cases=[Case(gpus=8, trace=small_trace)], policies=["fifo", "max_min_fairness"])
+
+    def sweep() -> SweepRun:
+        console = Console(quiet=True)
+        return run_sweep(spec, tmp_path, workers=1, ray=False, address=None, console=console, show_progress=False)
+
+    sweep()
+    (damaged,) = (tmp_path / "cells").glob("*_fifo_*.json")
+    damaged.write_text('{"cut short')
+    with pytest.raises(InputError, match=rf"damaged: run the sweep again .* or remove {re.escape(str(damaged))}$"):
+        render(tmp_path, Console(quiet=True))
+    with caplog.at_level(logging.WARNING):
+        run = sweep()
+    assert (run.computed, run.reused, run.failed) == (1, 1, {})
+    assert f"{damaged}:1: not valid JSON" in caplog.text and "it is computed again" in caplog.text
+    assert damaged.with_name(f"{damaged.name}.damaged").read_text() == '{"cut short'
+    assert json.loads(damaged.read_text())["policy"] == "fifo"
+    assert len(render(tmp_path, Console(quiet=True))) > 0
 
 
 @pytest.mark.slow

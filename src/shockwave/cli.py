@@ -244,12 +244,13 @@ def trace_check(
     Also lists the throughputs the table does not hold and were estimated, on the cluster's GPU types (v100 without
     --cluster)."""
     from shockwave.cluster import ClusterSpec
-    from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, estimates_among
+    from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, estimates_among, require_gpu_types
 
     tm, jobs, profiles = load_workload(trace, throughputs)
     spec = None if gpus is None and cluster is None else ClusterSpec.from_options(gpus, cluster)
-    if spec is not None:
-        require_gangs_fit(jobs, spec.largest_pool, trace)  # as simulate would refuse the trace on this cluster
+    if spec is not None:  # as simulate would refuse the trace on this cluster
+        require_gpu_types(tm, spec.types)
+        require_gangs_fit(jobs, spec.largest_pool, trace)
     summary = summarize(jobs, profiles, None if spec is None else spec.gpus)
     types = (DEFAULT_GPU_TYPE,) if spec is None else spec.types
     estimated = estimates_among(tm, {(j.model, j.batch_size, j.scale_factor) for j in jobs}, types)
@@ -276,7 +277,9 @@ def _print_estimates(estimated: tuple[Any, ...], source: str, types: tuple[str, 
     for header in ("model", "batch size", "GPUs", "type", "it/s", "from"):
         table.add_column(header, justify="left" if header in ("model", "type", "from") else "right")
     for e in estimated:
-        table.add_row(e.model, str(e.batch_size), str(e.gpus), e.gpu_type, f"{e.rate:.4g}", escape(e.basis))
+        table.add_row(
+            escape(e.model), str(e.batch_size), str(e.gpus), escape(e.gpu_type), f"{e.rate:.4g}", escape(e.basis)
+        )
     out.print(table)
 
 
@@ -446,7 +449,7 @@ def _exit_if_unfinished(results: list[dict[str, Any]], allowed: bool) -> None:
 
     for result in incomplete:
         err.print(
-            f"[red]incomplete:[/red] {result['policy']}: {unfinished_line(result)}"
+            f"[red]incomplete:[/red] {escape(result['policy'])}: {unfinished_line(result)}"
             + (
                 " (reference mechanics stop when the cluster is briefly empty)"
                 if result["mechanics"] == "reference"
@@ -555,7 +558,7 @@ def compare_cmd(
         _print_paths(comparison_figures(results, output / "figures"))
         out.print(f"results: {output / 'results.json'}, {output / 'results.csv'}", markup=False, highlight=False)
     for policy, error in errors.items():
-        err.print(f"[red]error:[/red] {policy} failed: {escape(error)}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(policy)} failed: {escape(error)}", highlight=False, soft_wrap=True)
     if errors:
         raise typer.Exit(1)
     _exit_if_unfinished(results, allow_unfinished)

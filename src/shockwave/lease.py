@@ -32,7 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shockwave.errors import InputError
 from shockwave.io.atomic import write_atomically
+from shockwave.io.text import LEASE_LIMIT, read_text
 
 LEASE_DIR_ENV = "SHOCKWAVE_LEASE_DIR"
 LEASE_FILE = "lease.json"
@@ -67,9 +69,9 @@ class Terms:
     @classmethod
     def read(cls, folder: Path) -> Terms:
         try:
-            raw = json.loads((folder / LEASE_FILE).read_text())
+            raw = json.loads(read_text(folder / LEASE_FILE, "lease file", LEASE_LIMIT))
             return cls(**{key: raw[key] for key in cls.__dataclass_fields__ if key in raw})
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (InputError, ValueError, KeyError, TypeError) as exc:
             raise LeaseError(f"cannot read the lease in {folder}: {exc}") from None
 
     def write(self, folder: Path) -> None:
@@ -231,6 +233,6 @@ def current() -> Lease:
 
 def read_progress(folder: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((folder / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
+        return json.loads(read_text(folder / PROGRESS_FILE, "progress file", LEASE_LIMIT))
+    except (InputError, ValueError):
         return None

@@ -28,6 +28,7 @@ from typing import Any
 
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import object_with_keys, read_json_or_toml
+from shockwave.io.text import PRICES_LIMIT
 
 TOP_KEYS = ("name", "prices")
 
@@ -70,7 +71,7 @@ DEFAULT_PRICES = Prices({"v100": 0.74, "p100": 0.43, "k80": 0.135}, "gcp (Gavel'
 
 def read_prices(path: str | Path) -> Prices:
     """The prices file at `path` (JSON, or TOML when it ends in .toml); InputError naming file and field if bad."""
-    return prices_from_mapping(read_json_or_toml(path, "prices"), Path(path))
+    return prices_from_mapping(read_json_or_toml(path, "prices", PRICES_LIMIT), Path(path))
 
 
 def prices_from_mapping(raw: Any, path: Path | None = None) -> Prices:

@@ -1,8 +1,12 @@
-"""Human-readable rendering of results (rich tables); machine-readable output stays JSON/CSV."""
+"""Human-readable rendering of results (rich tables); machine-readable output stays JSON/CSV.
+
+Every string taken from a file (policy, trace and model names, prices' names) is escaped before rich renders it: a
+`[red]` in a hand-edited results.json is text to show, not markup to obey."""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,11 +16,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from shockwave.errors import InputError
+from shockwave.io.atomic import write_atomically
 from shockwave.results import Result, RoundRow
 
 
 def _mix(counts: dict[str, int]) -> str:
-    return ", ".join(f"{k} {v}" for k, v in counts.items())
+    return escape(", ".join(f"{k} {v}" for k, v in counts.items()))
 
 
 def print_trace_summary(console: Console, trace: Path, summary: dict[str, Any]) -> None:
@@ -69,7 +74,7 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
     if "total_cost" in result:
         rows.append(("cost", cost_line(result)))
     elif "gpu_hours_by_type" in result:
-        rows.append(("GPU-hours", ", ".join(f"{t} {h:.1f}" for t, h in result["gpu_hours_by_type"].items())))
+        rows.append(("GPU-hours", escape(", ".join(f"{t} {h:.1f}" for t, h in result["gpu_hours_by_type"].items()))))
     if "slo_violations" in result:
         rows.append(("SLO violations", f"{result['slo_violations']} of {result['slo_jobs']} jobs with SLOs"))
     if "solver" in result:
@@ -84,7 +89,7 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
 def cost_line(result: dict[str, Any]) -> str:
     """'$12.34 (v100 10.0 GPU-h $7.40, k80 ...; prices: gcp)'."""
     hours, cost = result["gpu_hours_by_type"], result["cost_by_type"]
-    parts = ", ".join(f"{t} {hours[t]:.1f} GPU-h ${cost[t]:.2f}" for t in cost)
+    parts = escape(", ".join(f"{t} {hours[t]:.1f} GPU-h ${cost[t]:.2f}" for t in cost))
     return f"${result['total_cost']:.2f} ({parts}; prices: {escape(result['prices']['name'])})"
 
 
@@ -107,16 +112,16 @@ def _solver_line(stats: dict[str, Any]) -> str:
 
 def write_run(out_dir: Path, result: dict[str, Any], rounds: list[Any]) -> None:
     """result.json (the `simulate --json` object) and rounds.csv (one `RoundRow` per round, from any object with
-    its attributes)."""
+    its attributes), each replacing what is at its name (a link there is not followed)."""
     columns = list(RoundRow.model_fields)
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow(columns)
+    for r in rounds:
+        writer.writerow([getattr(r, column) for column in columns])
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "result.json").write_text(json.dumps(result, indent=1))
-        with (out_dir / "rounds.csv").open("w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(columns)
-            for r in rounds:
-                writer.writerow([getattr(r, column) for column in columns])
+        write_atomically(out_dir / "result.json", json.dumps(result, indent=1))
+        write_atomically(out_dir / "rounds.csv", table.getvalue())
     except OSError as exc:
         raise InputError(f"cannot write results: {exc.strerror}", path=out_dir) from None
 
@@ -183,7 +188,8 @@ def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
     for row in rows:
         is_ref = row["policy"] == ref
         table.add_row(
-            row["policy"] + (f" [red]({row['unfinished_jobs']} unfinished)[/red]" if row["unfinished_jobs"] else ""),
+            escape(row["policy"])
+            + (f" [red]({row['unfinished_jobs']} unfinished)[/red]" if row["unfinished_jobs"] else ""),
             _with_ratio(f"{row['makespan_s']:.0f}", row[f"makespan_s_vs_{ref}"], is_ref),
             f"{row['makespan_vs_lower_bound']:.2f}x",
             _with_ratio(f"{row['avg_jct_s']:.0f}", row[f"avg_jct_s_vs_{ref}"], is_ref),

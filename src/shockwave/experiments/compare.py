@@ -21,7 +21,7 @@ from shockwave.experiments.cell import Cell
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.store import claimed, write_comparison
 from shockwave.experiments.sweep import headline
-from shockwave.io.text import read_text
+from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_text
 from shockwave.policies.plugins import short_name, source_of
 from shockwave.policies.registry import canonical_names, takes_config
 from shockwave.provenance import with_command
@@ -50,6 +50,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     from shockwave.simulator.mechanics import preset
     from shockwave.workload_model.profile import load_workload
     from shockwave.workload_model.summary import makespan_lower_bound
+    from shockwave.workload_model.throughput import require_gpu_types
     from shockwave.workload_model.trace import require_gangs_fit
 
     policies = canonical_names(request.policies)
@@ -57,15 +58,18 @@ def build_cells(request: CompareRequest) -> list[Cell]:
         raise InputError("--policies names no policy")
     mechanics = preset(request.mechanics).with_round_seconds(request.round_seconds)
     cluster = ClusterSpec.from_options(request.gpus, request.cluster, request.gpus_per_server)
-    _, jobs, profiles = load_workload(request.trace, request.throughputs)
+    tm, jobs, profiles = load_workload(request.trace, request.throughputs)
+    require_gpu_types(tm, cluster.types)
     require_gangs_fit(jobs, cluster.largest_pool, request.trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
     config_text = None
     if request.config is not None:
         ShockwaveConfig.from_json(request.config)
-        config_text = read_text(request.config, "config file")
-    throughputs_text = read_text(request.throughputs, "throughput file") if request.throughputs else None
-    trace_text = read_text(request.trace, "trace")
+        config_text = read_text(request.config, "config file", CONFIG_LIMIT)
+    throughputs_text = (
+        read_text(request.throughputs, "throughput file", THROUGHPUT_LIMIT) if request.throughputs else None
+    )
+    trace_text = read_text(request.trace, "trace", TRACE_LIMIT)
     return [
         Cell(
             label=request.trace.stem,

@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from shockwave.io.atomic import replacing
 from shockwave.metrics import UNFAIR_RHO
 
 HEADLINE = (
@@ -20,6 +21,9 @@ HEADLINE = (
     ("worst_ftf", "Worst finish-time fairness ρ", "ρ (lower is fairer)", 1.0),
     ("unfair_fraction", f"Jobs treated unfairly (ρ > {UNFAIR_RHO})", "% of jobs", 100.0),
 )
+PLAIN_TEXT = {"text.parse_math": False}
+"""Every figure is made and saved under these settings: its names come from files (policies, traces, clusters),
+and a `$` in one is text to show, not mathtext that fails to draw."""
 
 
 def colors(policies: list[str]) -> dict[str, Any]:
@@ -30,11 +34,15 @@ def colors(policies: list[str]) -> dict[str, Any]:
 
 
 def save(fig: plt.Figure, stem: Path) -> list[Path]:
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    """`stem`.png and `stem`.svg, each written beside its name and renamed over it (a link there is replaced, not
+    written through)."""
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    fig.savefig(paths[0], dpi=150, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
+    try:
+        for path, dpi in zip(paths, (150, "figure"), strict=True):
+            with replacing(path) as f:
+                fig.savefig(f, format=path.suffix[1:], dpi=dpi, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     return paths
 
 
@@ -46,6 +54,7 @@ def _subtitle(results: list[dict[str, Any]]) -> str:
     )
 
 
+@plt.rc_context(PLAIN_TEXT)
 def metric_bars(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     policies = [r["policy"] for r in results]
     palette = colors(policies)
@@ -70,6 +79,7 @@ def metric_bars(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     return save(fig, stem)
 
 
+@plt.rc_context(PLAIN_TEXT)
 def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     palette = colors([r["policy"] for r in results])
     fig, ax = plt.subplots(figsize=(8, 5))
@@ -94,6 +104,7 @@ def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     return save(fig, stem)
 
 
+@plt.rc_context(PLAIN_TEXT)
 def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     palette = colors([r["policy"] for r in results])
     fig, (jobs_ax, gpus_ax) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
@@ -136,6 +147,7 @@ def comparison_figures(results: list[dict[str, Any]], folder: Path) -> list[Path
     ]
 
 
+@plt.rc_context(PLAIN_TEXT)
 def scale_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]:
     """Each headline metric against cluster size; a line per policy through the mean, shaded from min to max."""
     policies = list(dict.fromkeys(row["policy"] for row in rows))
@@ -163,6 +175,7 @@ def scale_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path
     return save(fig, stem)
 
 
+@plt.rc_context(PLAIN_TEXT)
 def load_lines(rows: list[dict[str, Any]], stem: Path, title: str) -> list[Path]:
     """Gavel's Figure 8 style: average JCT (of the measurement window) against the input job rate, a line per
     policy through the mean over seeds, shaded from min to max; one panel per cluster."""

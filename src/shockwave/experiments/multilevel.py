@@ -26,6 +26,7 @@ from shockwave.cluster import ClusterSpec
 from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
+from shockwave.io.atomic import write_atomically
 from shockwave.policies.gavel.hierarchical import entity_totals
 from shockwave.policies.gavel.mechanism import GavelPolicy
 from shockwave.policies.registry import make_policy, policy_params
@@ -68,7 +69,7 @@ def write_figure11_inputs(folder: Path, jobs_per_entity: int = 9, **workload: An
     trace, entities = folder / "multilevel.trace", folder / "entities.json"
     write_trace(figure11_workload(jobs_per_entity, **workload), trace)
     blocks = {f"{k * jobs_per_entity}-{(k + 1) * jobs_per_entity - 1}": name for k, name in enumerate(WEIGHTS)}
-    entities.write_text(json.dumps({"entities": WEIGHTS, "jobs": blocks}, indent=2) + "\n")
+    write_atomically(entities, json.dumps({"entities": WEIGHTS, "jobs": blocks}, indent=2) + "\n")
     return trace, entities
 
 

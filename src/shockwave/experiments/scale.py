@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
+from shockwave.io.atomic import write_atomically
 
 SIZES = (256, 512, 1024, 2048)
 JOBS_PER_GPU = 8000 / 2048
@@ -94,9 +95,7 @@ def run_study(study: ScaleStudy, out: Path, on_row: Callable[[Row], None] | None
         trace = _trace(study, gpus, out / "traces")
         for policy in policies:
             result, wall, peak = _in_fresh_process(study, trace, gpus, policy)
-            path = out / "results" / f"{gpus}gpus_{policy}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(result, indent=1))
+            write_atomically(out / "results" / f"{gpus}gpus_{policy}.json", json.dumps(result, indent=1))
             row = _row(gpus, study.jobs(gpus), policy, wall, peak, result)
             rows.append(row)
             if on_row is not None:
@@ -173,8 +172,8 @@ def _row(gpus: int, jobs: int, policy: str, wall: float, peak: float, result: di
 def write_outputs(study: ScaleStudy, rows: list[Row], out: Path) -> list[Path]:
     """scale.json, scale.md and the figure (PNG and SVG), from the rows so far."""
     settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(study).items()}
-    (out / "scale.json").write_text(json.dumps({"study": settings, "rows": [asdict(r) for r in rows]}, indent=1))
-    (out / "scale.md").write_text(table(rows) + "\n")
+    write_atomically(out / "scale.json", json.dumps({"study": settings, "rows": [asdict(r) for r in rows]}, indent=1))
+    write_atomically(out / "scale.md", table(rows) + "\n")
     return [out / "scale.json", out / "scale.md", *figure(rows, out / "scale")]
 
 

@@ -12,17 +12,18 @@ from __future__ import annotations
 import contextlib
 import csv
 import fcntl
+import io
 import json
 import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shockwave.io import jsonfile
 from shockwave.errors import InputError
 from shockwave.experiments.cell import digest_of_key
+from shockwave.io import jsonfile
 from shockwave.io.atomic import ensure_writable, write_atomically
+from shockwave.io.text import RESULTS_LIMIT
 from shockwave.report import check_result, comparison_rows
 
 CELLS = "cells"
@@ -36,15 +37,15 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     if not rows:
         return
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False, newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    os.replace(f.name, path)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_atomically(path, text.getvalue())
 
 
 def read_json(path: Path) -> Any:
-    return jsonfile.read_json(path, "results")
+    return jsonfile.read_json(path, "results", RESULTS_LIMIT)
 
 
 # -- comparisons -----------------------------------------------------------------------------------------------------
@@ -74,9 +75,46 @@ def finished_cells(folder: Path) -> dict[str, Path]:
 
 
 def read_cells(folder: Path, keys: list[str]) -> list[dict[str, Any]]:
+    """The finished cells of `keys`; a damaged one is an InputError that names the file to remove."""
     found = finished_cells(folder)
-    paths = [found[digest] for digest in map(digest_of_key, keys) if digest in found]
-    return [check_result(read_json(path), path, needs=("cell",)) for path in paths]
+    results = []
+    for path in (found[digest] for digest in map(digest_of_key, keys) if digest in found):
+        try:
+            results.append(_read_cell(path))
+        except InputError as exc:
+            raise InputError(
+                f"{exc.reason}; this cell's result is damaged: run the sweep again (it sets the file aside and "
+                f"computes the cell anew) or remove {path}",
+                path=path,
+                line=exc.line,
+                field=exc.field,
+            ) from None
+    return results
+
+
+def reusable_cells(folder: Path, keys: list[str]) -> tuple[dict[str, Path], list[str]]:
+    """The finished cells of `keys` that read back as results (digest -> file), and a warning for each damaged one
+    (a write cut short by a full disk, a hand edit): it is renamed to <file>.damaged, kept for a look but no longer
+    found, so that the sweep computes the cell anew instead of stopping on it."""
+    found = finished_cells(folder)
+    reusable, warnings = {}, []
+    for digest in dict.fromkeys(map(digest_of_key, keys)):
+        path = found.get(digest)
+        if path is None:
+            continue
+        try:
+            _read_cell(path)
+        except InputError as exc:
+            aside = path.with_name(f"{path.name}.damaged")
+            os.replace(path, aside)
+            warnings.append(f"{exc}: a damaged cell, moved to {aside.name}; it is computed again")
+            continue
+        reusable[digest] = path
+    return reusable, warnings
+
+
+def _read_cell(path: Path) -> dict[str, Any]:
+    return check_result(read_json(path), path, needs=("cell",))
 
 
 # -- one writer, one kind of results per folder ---------------------------------------------------------------------
@@ -90,11 +128,17 @@ def claimed(folder: Path, kind: str, identity: str | None = None) -> Iterator[No
     a folder of the other kind, and (comparisons) one that holds a comparison of another trace, cluster or settings
     (`identity`): their results would mix. A sweep folder takes any sweep: a changed grid adds its new cells."""
     ensure_writable(folder)
-    handle = (folder / LOCK).open("a")
+    try:  # never through a link planted at its name: opening would create the file it points to
+        handle = os.open(folder / LOCK, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        reason = (
+            "it is a link, and links are never followed: remove it" if (folder / LOCK).is_symlink() else exc.strerror
+        )
+        raise InputError(f"cannot open the folder's lock file: {reason}", path=folder / LOCK) from None
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        handle.close()
+        os.close(handle)
         raise InputError(
             "another shockwave sweep or comparison is writing this folder: wait for it, or choose another --out",
             path=folder,
@@ -105,7 +149,7 @@ def claimed(folder: Path, kind: str, identity: str | None = None) -> Iterator[No
         yield
     finally:
         fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        os.close(handle)
 
 
 def _check_kind(folder: Path, kind: str, identity: str | None) -> None:

@@ -24,7 +24,7 @@ from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
 from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.sweep_spec import SweepSpec
-from shockwave.io.text import read_text
+from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_text
 from shockwave.policies.plugins import short_name
 from shockwave.provenance import with_command
 
@@ -51,7 +51,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     from shockwave.simulator.mechanics import preset
     from shockwave.workload_model.gavel_generator import generate_gavel
     from shockwave.workload_model.generator import GeneratorParams, generate
-    from shockwave.workload_model.throughput import load_throughputs
+    from shockwave.workload_model.throughput import load_throughputs, require_gpu_types
     from shockwave.workload_model.trace import read_trace, require_gangs_fit, write_trace
 
     if not spec.cases:
@@ -63,20 +63,21 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
         raise InputError("the sweep names no policy (--policies)")
     preset(spec.mechanics).with_round_seconds(spec.round_seconds)
     model = load_throughputs(spec.throughputs)
-    throughputs_text = read_text(spec.throughputs, "throughput file") if spec.throughputs else None
+    throughputs_text = read_text(spec.throughputs, "throughput file", THROUGHPUT_LIMIT) if spec.throughputs else None
     configured = {policy: takes_config(policy) for policy in spec.policies}
     texts = {policy: source_of(policy) for policy in spec.policies}
     cells = []
     for case in spec.cases:
         cluster = case.spec(spec.gpus_per_server)
+        require_gpu_types(model, cluster.types)
         config_path = case.config or spec.config
         config_text = None
         if config_path is not None:
             ShockwaveConfig.from_json(config_path)
-            config_text = read_text(config_path, "config file")
+            config_text = read_text(config_path, "config file", CONFIG_LIMIT)
         workloads: list[tuple[str, str, int | None, str | None, dict[str, Any]]] = []
         if case.trace is not None:
-            workloads.append((case.trace.stem, read_text(case.trace, "trace"), None, str(case.trace), {}))
+            workloads.append((case.trace.stem, read_text(case.trace, "trace", TRACE_LIMIT), None, str(case.trace), {}))
         else:
             for seed in spec.seeds:
                 table = dict(case.generate or {})
@@ -93,7 +94,9 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
                 path = out / "traces" / name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 write_trace(jobs, path)
-                workloads.append((path.stem, path.read_text(), seed, str(path), {"generator": about}))
+                workloads.append(
+                    (path.stem, read_text(path, "trace", TRACE_LIMIT), seed, str(path), {"generator": about})
+                )
         for label, text, seed, path, extra in workloads:
             jobs = read_trace(path, model) if path else []
             require_gangs_fit(jobs, cluster.largest_pool, path)
@@ -138,7 +141,9 @@ def run_sweep(
     with store.claimed(out, "sweep"):
         cells = build_cells(spec, out)
         store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
-        finished = store.finished_cells(out)
+        finished, damaged = store.reusable_cells(out, [c.key for c in cells])
+        for warning in damaged:
+            log.warning("%s", warning)
         todo = [c for c in cells if c.digest not in finished]
         reused = len(cells) - len(todo)
         console.print(
@@ -328,8 +333,8 @@ def print_summary(console: Console, rows: list[dict[str, Any]], finished: int, t
     for row in rows:
         incomplete = row.get("incomplete_cells", 0)
         table.add_row(
-            str(row.get("cluster", row["gpus"])),
-            row["policy"],
+            escape(str(row.get("cluster", row["gpus"]))),
+            escape(row["policy"]),
             str(row["cells"]) + (f" [red]({incomplete} with unfinished jobs)[/red]" if incomplete else ""),
             _spread(row, "makespan_s", "{:.0f}"),
             _spread(row, "avg_jct_s", "{:.0f}"),

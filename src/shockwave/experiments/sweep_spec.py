@@ -37,6 +37,7 @@ from pydantic.dataclasses import dataclass
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import read_toml
+from shockwave.io.text import SWEEP_LIMIT
 from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.generator import GeneratorParams
 
@@ -114,7 +115,7 @@ class SweepSpec:
 
 def load_toml(path: Path) -> dict[str, Any]:
     """The sweep file's table: UTF-8 with or without a byte-order mark, as editors save it."""
-    return read_toml(path, "sweep")
+    return read_toml(path, "sweep", SWEEP_LIMIT)
 
 
 def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec:

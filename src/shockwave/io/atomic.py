@@ -3,18 +3,37 @@ see the old or the new content, never half of it (a crash mid-write included).""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from shockwave.errors import InputError
 
 
-def write_atomically(path: Path, text: str) -> None:
+def write_atomically(path: Path, data: str | bytes) -> None:
+    """Write `data` (text as UTF-8) to `path` all or nothing; a link at `path` is replaced, never written through."""
+    with replacing(path) as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[BinaryIO]:
+    """A new file (mode 0600) beside `path` to write, renamed over `path` when the block ends well and removed when
+    it fails: renaming replaces whatever name is there (a link planted at an output's name included) instead of
+    writing where it points, and readers see the old content or the new, never half of it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(text)
-    os.replace(f.name, path)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(name, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
+        raise
 
 
 def ensure_writable(folder: Path) -> None:

@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.errors import InputError
-from shockwave.io.text import read_text
+from shockwave.io.text import DEFAULT_LIMIT, read_text
 
 
-def read_json(path: str | Path, what: str) -> Any:
-    """The JSON value in `path` (a `what` file), or an InputError saying why not (with the line of a syntax error).
+def read_json(path: str | Path, what: str, limit: int = DEFAULT_LIMIT) -> Any:
+    """The JSON value in `path` (a `what` file of at most `limit` bytes), or an InputError saying why not (with the
+    line of a syntax error).
 
     Numbers Python cannot hold (digits beyond its limit, nesting deeper than its stack) are bad input too.
     """
-    text = read_text(path, f"{what} file")
+    text = read_text(path, f"{what} file", limit)
     if not text.strip():
         raise InputError(f"{what} file is empty: expected JSON", path=path)
     try:
@@ -27,23 +28,24 @@ def read_json(path: str | Path, what: str) -> Any:
         raise InputError(f"cannot read {what} JSON: {exc}", path=path) from None
 
 
-def read_json_object(path: str | Path, what: str, expected: str) -> dict[str, Any]:
-    """The JSON object in `path` (a `what` file), or an InputError saying why not; `expected` describes the object."""
-    raw = read_json(path, what)
+def read_json_object(path: str | Path, what: str, expected: str, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """The JSON object in `path` (a `what` file of at most `limit` bytes), or an InputError saying why not;
+    `expected` describes the object."""
+    raw = read_json(path, what, limit)
     if not isinstance(raw, dict):
         raise InputError(f"expected {expected}", path=path)
     return raw
 
 
-def read_json_or_toml(path: str | Path, what: str) -> Any:
-    """The value in `path` (a `what` file): TOML when its name ends in .toml, JSON otherwise; an InputError naming
-    the file when it cannot be read."""
-    return read_toml(path, what) if Path(path).suffix.lower() == ".toml" else read_json(path, what)
+def read_json_or_toml(path: str | Path, what: str, limit: int = DEFAULT_LIMIT) -> Any:
+    """The value in `path` (a `what` file of at most `limit` bytes): TOML when its name ends in .toml, JSON
+    otherwise; an InputError naming the file when it cannot be read."""
+    return read_toml(path, what, limit) if Path(path).suffix.lower() == ".toml" else read_json(path, what, limit)
 
 
-def read_toml(path: str | Path, what: str) -> dict[str, Any]:
-    """The TOML table in `path` (a `what` file), or an InputError naming the file."""
-    text = read_text(path, f"{what} file")
+def read_toml(path: str | Path, what: str, limit: int = DEFAULT_LIMIT) -> dict[str, Any]:
+    """The TOML table in `path` (a `what` file of at most `limit` bytes), or an InputError naming the file."""
+    text = read_text(path, f"{what} file", limit)
     try:
         return tomllib.loads(text)
     except (ValueError, RecursionError) as exc:  # TOMLDecodeError, or a value Python cannot hold

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from shockwave.cluster import MAX_GPUS, ClusterSpec
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import read_json_or_toml
+from shockwave.io.text import JOB_SPEC_LIMIT
 from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, family
 from shockwave.workload_model.trace import MAX_EPOCHS, TraceJob, catalog_job
 
@@ -204,7 +205,7 @@ def describe(error: Any) -> tuple[str, str]:
 
 def load_spec(path: Path, overrides: dict[str, Any] | None = None) -> JobSpec:
     """The spec in a TOML (.toml) or JSON file, with `overrides` (the CLI's flags) replacing its keys."""
-    raw = read_json_or_toml(path, "job spec")
+    raw = read_json_or_toml(path, "job spec", JOB_SPEC_LIMIT)
     if not isinstance(raw, dict):
         raise InputError("expected a job spec: an object of fields (name, family, gpus, steps, ...)", path=path)
     return JobSpec.from_mapping(raw | (overrides or {}), path=path)

@@ -17,7 +17,7 @@ from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload_model.profile import load_workload
 from shockwave.workload_model.summary import makespan_lower_bound
-from shockwave.workload_model.throughput import TableWithFallback
+from shockwave.workload_model.throughput import TableWithFallback, require_gpu_types
 from shockwave.workload_model.trace import require_gangs_fit
 
 
@@ -48,6 +48,7 @@ def simulate(
     """
     info = policy_info(policy)
     tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
+    require_gpu_types(tm, cluster.types)
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
     measured = None

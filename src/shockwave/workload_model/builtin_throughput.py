@@ -96,6 +96,11 @@ class BuiltinThroughputs:
         """`constants`: GPU type -> family -> constants (default: the fitted ones of every type)."""
         self.constants = CONSTANTS if constants is None else constants
 
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types it has formulas for."""
+        return tuple(self.constants)
+
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
         if batch_size < 1 or gpus < 1:
             raise ValueError(f"batch size and gang size must be >= 1, got batch size {batch_size}, {gpus} GPU(s)")

@@ -35,6 +35,7 @@ from typing import Any
 
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import object_with_keys, read_json_or_toml
+from shockwave.io.text import ENTITIES_LIMIT
 
 ENTITY_POLICIES = ("fairness", "fifo")
 """How an entity splits its share among its jobs."""
@@ -87,7 +88,7 @@ class Entities:
 
 def read_entities(path: str | Path) -> Entities:
     """The entities file at `path` (JSON, or TOML when it ends in .toml)."""
-    return Entities.from_mapping(read_json_or_toml(path, "entities"), Path(path))
+    return Entities.from_mapping(read_json_or_toml(path, "entities", ENTITIES_LIMIT), Path(path))
 
 
 def _entities(raw: Any, path: Path | None) -> dict[str, Entity]:

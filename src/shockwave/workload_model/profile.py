@@ -16,6 +16,7 @@ from pathlib import Path
 from shockwave.cluster import ClusterSpec
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import read_json_object
+from shockwave.io.text import BATCH_SIZES_LIMIT
 from shockwave.workload_model.adaptation import profile_batch_sizes
 from shockwave.workload_model.catalog import family
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs, rate_or_zero
@@ -109,7 +110,9 @@ def schedule_from_switches(job: TraceJob, switches: list[list[int]]) -> list[int
 def read_schedules(path: Path, jobs: list[TraceJob]) -> dict[int, list[int]]:
     """Observed per-epoch batch sizes ({"job id": [bs, ...]}, as `shockwave run` writes them), checked against the
     trace: every epoch of the job is covered by a positive batch size."""
-    raw = read_json_object(path, "batch-size schedule", 'an object {"<job id>": [batch size per epoch, ...]}')
+    raw = read_json_object(
+        path, "batch-size schedule", 'an object {"<job id>": [batch size per epoch, ...]}', BATCH_SIZES_LIMIT
+    )
     schedules: dict[int, list[int]] = {}
     for key, value in raw.items():
         if not (key.isascii() and key.isdigit()) or int(key) >= len(jobs):

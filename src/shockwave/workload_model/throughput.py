@@ -20,6 +20,7 @@ from typing import Any, NamedTuple, Protocol
 
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import read_json_object
+from shockwave.io.text import THROUGHPUT_LIMIT
 from shockwave.workload_model.catalog import FAMILIES, split_job_type
 
 DEFAULT_GPU_TYPE = "v100"
@@ -86,7 +87,7 @@ class TableThroughputs:
     @classmethod
     def from_json(cls, path: str | Path) -> TableThroughputs:
         path = Path(path)
-        raw = read_json_object(path, "throughput", "a JSON object keyed by GPU type")
+        raw = read_json_object(path, "throughput", "a JSON object keyed by GPU type", THROUGHPUT_LIMIT)
         table: dict[tuple[str, str, int, int], float] = {}
         zeros: set[tuple[str, str, int, int]] = set()
         pairs: dict[PairKey, Pair] = {}
@@ -124,6 +125,11 @@ class TableThroughputs:
             raise UnknownThroughput(
                 f"{self.name} has no {gpu_type} throughput for {model} at batch size {batch_size} on {gpus} GPU(s)"
             ) from None
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types it holds a rate for (a type listed with zeros only has none)."""
+        return tuple(dict.fromkeys(gpu_type for gpu_type, *_ in self._table))
 
     def colocated(
         self, model: str, batch_size: int, other_model: str, other_batch_size: int, gpus: int, gpu_type: str
@@ -256,6 +262,11 @@ class TableWithFallback:
         return self.table.colocated(model, batch_size, other_model, other_batch_size, gpus, gpu_type)
 
     @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The table's: nothing is estimated on a type it lacks."""
+        return self.table.gpu_types
+
+    @property
     def estimated(self) -> tuple[Estimate, ...]:
         """Every rate answered by estimation so far, sorted by (model, batch size, gpus, GPU type)."""
         return tuple(self._estimates[key] for key in sorted(self._estimates))
@@ -311,6 +322,23 @@ def estimates_among(
         except UnknownThroughput:
             continue
     return tuple(e for e in tm.estimated if (e.model, e.batch_size, e.gpus, e.gpu_type) in wanted)
+
+
+def require_gpu_types(tm: ThroughputModel, gpu_types: Iterable[str]) -> None:
+    """Refuse a cluster with a GPU type `tm` has no rate for (an InputError naming the type and the table or model):
+    no job could run on those GPUs, and a run would end in an error once a job is admitted, or, beside known types,
+    leave them idle and every metric misleading. A model that does not say which types it knows is not checked."""
+    known = getattr(tm, "gpu_types", None)
+    if known is None:
+        return
+    missing = [t for t in dict.fromkeys(gpu_types) if t not in known]
+    if missing:
+        source = "the built-in throughput model" if tm.name == "builtin" else f"the throughput table {tm.name}"
+        raise InputError(
+            f"{source} has no rates for GPU type {', '.join(map(repr, missing))} of the cluster; it knows "
+            f"{', '.join(known) or 'none'}: give --throughputs a table that lists "
+            f"{'it' if len(missing) == 1 else 'them'}, or a --cluster of those types"
+        )
 
 
 def load_throughputs(path: str | Path | None, *, estimate_gangs: bool = True) -> ThroughputModel:

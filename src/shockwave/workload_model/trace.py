@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shockwave.errors import InputError
-from shockwave.io.text import read_text
+from shockwave.io.atomic import write_atomically
+from shockwave.io.text import TRACE_LIMIT, read_text
 from shockwave.workload_model.catalog import FAMILIES, MODES, split_job_type
 from shockwave.workload_model.throughput import ThroughputModel, knows
 
@@ -177,11 +178,12 @@ WRITABLE_FORMATS = tuple(name for name, f in FORMATS.items() if f.format_line is
 
 
 def write_trace(jobs: Iterable[TraceJob], path: str | Path, trace_format: str = "shockwave") -> None:
-    """Write `jobs` in one of WRITABLE_FORMATS (Gavel's has no mode or duration: those are not written)."""
+    """Write `jobs` in one of WRITABLE_FORMATS (Gavel's has no mode or duration: those are not written), replacing
+    what is at `path` (a link there is not followed)."""
     fmt = FORMATS.get(trace_format)
     if fmt is None or fmt.format_line is None:
         raise InputError(f"unknown trace format {trace_format!r}; choose {' or '.join(WRITABLE_FORMATS)}")
-    Path(path).write_text("".join(fmt.format_line(job) + "\n" for job in jobs), encoding="utf-8")
+    write_atomically(Path(path), "".join(fmt.format_line(job) + "\n" for job in jobs))
 
 
 def detect_format(lines: list[list[str]]) -> TraceFormat | None:
@@ -277,7 +279,7 @@ class _LineParser:
 
 def trace_format(path: str | Path) -> TraceFormat | None:
     """The format `read_trace` reads the file in (None: no line has a known column count)."""
-    text = read_text(Path(path), "trace file")
+    text = read_text(Path(path), "trace file", TRACE_LIMIT)
     return detect_format([line.split("\t") for line in text.splitlines() if line.strip()])
 
 
@@ -298,7 +300,7 @@ def read_trace(path: str | Path, throughputs: ThroughputModel | None = None) -> 
     (model, batch size, gang size) has no known throughput is a problem too.
     """
     path = Path(path)
-    text = read_text(path, "trace file")
+    text = read_text(path, "trace file", TRACE_LIMIT)
     numbered = [(lineno, line.split("\t")) for lineno, line in enumerate(text.splitlines(), start=1) if line.strip()]
     fmt = detect_format([fields for _, fields in numbered])
     jobs: list[TraceJob] = []

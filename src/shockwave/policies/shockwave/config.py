@@ -24,6 +24,7 @@ from pydantic.dataclasses import dataclass
 
 from shockwave.errors import InputError
 from shockwave.io.jsonfile import read_json_object
+from shockwave.io.text import CONFIG_LIMIT
 
 JSON_NAMES = {"lam": "lambda"}
 """Field names that differ from the reference's JSON keys (`lambda` is a Python keyword)."""
@@ -113,7 +114,9 @@ class ShockwaveConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> ShockwaveConfig:
-        return cls.from_mapping(read_json_object(path, "config", "a JSON object of hyperparameters"), path=path)
+        return cls.from_mapping(
+            read_json_object(path, "config", "a JSON object of hyperparameters", CONFIG_LIMIT), path=path
+        )
 
     def to_json(self) -> dict[str, Any]:
         out = {JSON_NAMES.get(f.name, f.name): getattr(self, f.name) for f in fields(self)}
