@@ -106,7 +106,7 @@ def real_run(trace: Path, table: Path, policy: str, out: Path, gpus: int, round_
         common = ["--out", str(out)]
         fresh = ["--trace", str(trace), "--throughputs", str(table), "--policy", policy, "--gpus", str(gpus)]
         fresh += ["--round-seconds", str(round_s)]
-        done = shockwave("run", *common, *(["--resume"] if journal.exists() else fresh))
+        done = shockwave("run", *common, *(["--resume", "--policy", policy] if journal.exists() else fresh))
         if done.returncode != 0:
             raise SystemExit(f"shockwave run ({policy}) failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return json.loads(results.read_text())[0]

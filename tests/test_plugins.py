@@ -148,8 +148,10 @@ def test_run_and_resume_rebuild_the_same_plug_in(folder: Path, monkeypatch: pyte
         run(request, lambda req: Dying(req.gpus, 4, clock))
     spec = f"{folder / 'my_policy.py'}:ShortestFirst"
     assert Journal(folder / "run" / "journal.sqlite").settings()["policy"] == spec  # absolute: resumable anywhere
-    monkeypatch.chdir(folder.parent)
-    resumed = RunRequest(trace=Path(), policy="", gpus=1, out=folder / "run", resume=True)
+    monkeypatch.chdir(folder.parent)  # the operator names the file again, from wherever they are
+    resumed = RunRequest(
+        trace=Path(), policy=f"{folder.name}/my_policy.py:ShortestFirst", gpus=1, out=folder / "run", resume=True
+    )
     result = run(resumed, lambda req: FakeBackend(req.gpus, steps_per_s=400.0, clock=clock))
     assert result["policy"] == "shortest_first" and result["policy_spec"] == spec
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8

@@ -192,7 +192,7 @@ def test_a_checkpoint_at_a_step_number_seen_before_a_switch_gets_a_file_of_its_o
     RuntimeScheduler._collect_checkpoint(scheduler, 0)  # type: ignore[arg-type]
     for superseded in scheduler.superseded:  # what saving the journal does next
         superseded.unlink()
-    assert Path(record.checkpoint).read_bytes() == b"step 100 at 20"
+    assert record.checkpoint is not None and (tmp_path / record.checkpoint).read_bytes() == b"step 100 at 20"
 
 
 def test_a_crashed_job_restarts_from_its_checkpoint(trace: Path, tmp_path: Path) -> None:
@@ -239,9 +239,11 @@ def test_resume_from_the_journal_redoes_no_finished_job(trace: Path, tmp_path: P
     finished = {i for i, r in before.items() if r.status == "done"}
     assert 3 <= len(finished) < 8
     resumed = FakeBackend(4, steps_per_s=RATE, clock=clock)
-    result = run(request(trace, tmp_path, resume=True, policy="ignored", gpus=99), lambda req: resumed)
+    with pytest.raises(InputError, match=r"row 'policy': the run was started with --policy max_min_fairness, and "):
+        run(request(trace, tmp_path, resume=True, policy="shockwave"), lambda req: resumed)
+    result = run(request(trace, tmp_path, resume=True, gpus=99), lambda req: resumed)
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == 8
-    assert result["policy"] == "max_min_fairness" and result["gpus"] == 4  # the journal's run, not the flags
+    assert result["policy"] == "max_min_fairness" and result["gpus"] == 4  # the journal's cluster, not the flags
     assert not {launch.job_id for launch in resumed.launches} & finished
     first_launches = {}
     for launch in resumed.launches:
@@ -265,7 +267,7 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
         run(request(trace, tmp_path, policy="shockwave"), lambda req: DyingScheduler(4, 2, clock))
     first = memory()
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, tmp_path, resume=True), lambda req: DyingScheduler(4, 2, clock))
+        run(request(trace, tmp_path, "shockwave", resume=True), lambda req: DyingScheduler(4, 2, clock))
     second = memory()
     assert isinstance(first.policy, ShockwavePolicy) and isinstance(second.policy, ShockwavePolicy)
     carried = first.policy.forecasts.keys() & second.policy.forecasts.keys()
@@ -278,7 +280,9 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
         )
     assert second.policy.stats.solves > first.policy.stats.solves
     assert second.rounds[: len(first.rounds)] == first.rounds
-    result = run(request(trace, tmp_path, resume=True), lambda req: FakeBackend(4, steps_per_s=RATE, clock=clock))
+    result = run(
+        request(trace, tmp_path, "shockwave", resume=True), lambda req: FakeBackend(4, steps_per_s=RATE, clock=clock)
+    )
     assert result["unfinished_jobs"] == [] and len(result["timeline"]) == result["num_rounds"]
 
 
@@ -476,7 +480,7 @@ def test_rates_measured_on_one_type_carry_the_table_s_ratio_to_the_others(
             checked += 1
     assert checked
     resumed = FakeBackend(TYPED, steps_per_s=TYPED_RATES, clock=clock)
-    result = run(request(typed["trace"], tmp_path, resume=True), lambda req: resumed)
+    result = run(request(typed["trace"], tmp_path, "max_min_fairness_perf", resume=True), lambda req: resumed)
     assert result["unfinished_jobs"] == [] and result["cluster"] == "v100:2,k80:2" and resumed.refused == []
     assert {launch.gpu_type for launch in resumed.launches} <= {"v100", "k80"}
     after = Journal(journal_path).jobs()
@@ -523,16 +527,18 @@ def test_a_journal_from_before_gpu_types_resumes_on_its_one_type(tmp_path: Path)
 
     journal = Journal(tmp_path / "journal.sqlite")
     with journal.db as db:
-        db.execute("INSERT INTO settings VALUES (?, ?)", ("gpu_type", json.dumps("k80")))
-        db.execute("INSERT INTO settings VALUES (?, ?)", ("gpus", json.dumps(4)))
-        db.execute("INSERT INTO settings VALUES (?, ?)", ("trace", json.dumps("t.trace")))
-        record = {"id": 0, "starts": [1.0, 5.0], "run_seconds": 7.0, "rates": {"32": 12.5}}
+        for key, value in (("gpu_type", "k80"), ("gpus", 4), ("trace", "t.trace"), ("policy", "fifo")):
+            db.execute("INSERT INTO settings VALUES (?, ?)", (key, json.dumps(value)))
+        db.execute("INSERT INTO settings VALUES (?, ?)", ("round_seconds", json.dumps(10.0)))
+        record = {"id": 0, "total_steps": 90, "batch_size": 32, "starts": [1.0, 5.0], "run_seconds": 7.0}
+        record |= {"rates": {"32": 12.5}}
         db.execute("INSERT INTO jobs VALUES (?, ?)", (0, json.dumps(record)))
     old = journal.jobs()[0]
     assert old.rates == {"k80": {"32": 12.5}} and old.gpu_types == ["k80", "k80"]
     assert old.run_seconds_by_type == {"k80": 7.0}
-    resumed = _resumed(RunRequest(trace=Path(), policy="", gpus=99, out=tmp_path, resume=True), journal)
+    resumed, _ = _resumed(RunRequest(trace=Path(), policy="fifo", gpus=99, out=tmp_path, resume=True), journal, "fifo")
     assert resumed.cluster == "k80:4" and resumed.cluster_spec.describe() == "k80:4"
+    assert resumed.trace == Path("t.trace")  # a journal of before named its trace where it was
 
 
 # -- the job-side client -------------------------------------------------------------------------------------------

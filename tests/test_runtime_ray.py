@@ -13,7 +13,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,8 @@ require_module("ray", "the runtime needs Ray: pip install 'shockwave[cluster]'")
 
 import ray  # noqa: E402  (after the check above)
 import torch  # noqa: E402
+
+from shockwave.runtime.ray_backend import scratch_folder  # noqa: E402
 
 ROUND = "4"
 
@@ -146,7 +147,8 @@ def test_a_scheduler_killed_with_sigkill_resumes_and_loses_no_job(kill_trace: Pa
     survivors = lambda: [pid for pid in left if alive(pid)]  # noqa: E731
     assert wait_until(lambda: not survivors(), timeout=30), [cmdline(pid) for pid in survivors()]
     with (tmp_path / "scheduler.log").open("a") as log:
-        finish(subprocess.Popen(command(tmp_path, "--resume"), stdout=log, stderr=subprocess.STDOUT), tmp_path)
+        resume = command(tmp_path, "--resume", "--policy", "max_min_fairness")
+        finish(subprocess.Popen(resume, stdout=log, stderr=subprocess.STDOUT), tmp_path)
     audit(tmp_path, KILL_JOBS)
     after = journal_records(tmp_path)
     assert {i: after[i]["finish_s"] for i in done_before} == done_before  # finished jobs were not run again
@@ -155,7 +157,7 @@ def test_a_scheduler_killed_with_sigkill_resumes_and_loses_no_job(kill_trace: Pa
 def test_a_killed_job_process_resumes_from_its_checkpoint(kill_trace: Path, tmp_path: Path) -> None:
     started = time.time()
     process = start_run(kill_trace, tmp_path, "max_min_fairness")
-    nodes = Path(tempfile.gettempdir()) / "shockwave-runtime"
+    nodes = scratch_folder()
     victim = None
     deadline = time.monotonic() + 300
     while victim is None and time.monotonic() < deadline:

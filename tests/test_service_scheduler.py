@@ -148,8 +148,10 @@ def test_a_stop_checkpoints_the_running_jobs_and_a_resume_finishes_them(tmp_path
     stop = threading.Event()
     world.at(world.now() + 1.0, lambda: queue.submit(spec("late", steps=500)))  # while it was down
     world.at(world.now() + 200.0, stop.set)
-    resumed = serve(request(tmp_path, resume=True, policy="ignored"), stop, backend_on(world, fakes))
-    assert resumed["policy"] == first["policy"]  # the journal's service, not the flags
+    with pytest.raises(InputError, match=r"started with --policy max_min_fairness, and this resume gives shockwave"):
+        serve(request(tmp_path, resume=True, policy="shockwave", cluster="v100:9"), stop, backend_on(world, fakes))
+    resumed = serve(request(tmp_path, resume=True, cluster="v100:9"), stop, backend_on(world, fakes))
+    assert resumed["policy"] == first["policy"] and resumed["cluster"] == "v100:2"  # the journal's cluster
     assert resumed["complete"] and len(resumed["jobs"]) == 4
     for job_id, steps in stopped.items():
         assert int(launched(fakes[1:], job_id)[0].checkpoint or b"0") == steps

@@ -66,7 +66,7 @@ def planted_run(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_a_pickled_snapshot_is_refused_and_never_loaded(planted_run: tuple[Path, Path]) -> None:
     out, marker = planted_run
-    request = RunRequest(trace=Path(), policy="", gpus=1, out=out, resume=True)
+    request = RunRequest(trace=Path(), policy="max_min_fairness", gpus=1, out=out, resume=True)
     with pytest.raises(InputError, match="snapshot is binary, not JSON") as refused:
         run(request, lambda req: FakeBackend(req.gpus, steps_per_s=400.0))
     assert refused.value.path == str(out / "journal.sqlite")
@@ -75,7 +75,7 @@ def test_a_pickled_snapshot_is_refused_and_never_loaded(planted_run: tuple[Path,
 
 def test_the_cli_refuses_it_in_one_line_with_exit_2(planted_run: tuple[Path, Path]) -> None:
     out, marker = planted_run
-    result = shockwave("run", "--resume", "--out", out)
+    result = shockwave("run", "--resume", "--out", out, "--policy", "max_min_fairness")
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "journal.sqlite" in lines[0] and "never loaded" in lines[0]

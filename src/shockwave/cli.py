@@ -788,19 +788,24 @@ def run_cmd(
     ] = None,
     allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
-    """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator."""
+    """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator.
+    `--resume` continues a run from its journal: name its policy (and job command) again, as what runs is never
+    taken from the journal."""
     import shlex
 
     from shockwave.cluster import ClusterSpec
     from shockwave.report import print_run_summary
-    from shockwave.runtime.run import DEFAULT_COMMAND, RunRequest, replay_arguments, run
+    from shockwave.runtime.run import RunRequest, replay_arguments, run
 
+    if resume and policy is None:
+        raise InputError("--resume needs --policy: the run's policy, which is never taken from its journal")
     if not resume and (trace is None or policy is None or (gpus is None and cluster is None)):
         raise InputError("--trace, --policy and --gpus or --cluster are required (unless --resume continues a journal)")
+    assert policy is not None
     spec = ClusterSpec.from_options(gpus, cluster) if gpus is not None or cluster is not None else ClusterSpec.of(1)
     request = RunRequest(
         trace=trace or Path(),
-        policy=policy or "",
+        policy=policy,
         gpus=spec.gpus,
         cluster=spec.describe() if cluster is not None else None,
         out=output,
@@ -813,12 +818,14 @@ def run_cmd(
         config=config,
         placement=placement.upper(),
         max_restarts=max_restarts,
-        command=command or DEFAULT_COMMAND,
+        command=command,
         realloc_seconds=realloc_seconds,
     )
+    again = ["shockwave", "run", "--resume", "--out", str(output), "--policy", policy]
+    again += [*(("--journal", str(journal)) if journal else ()), *(("--job-command", command) if command else ())]
     kept = (
         f"the journal {request.journal_path} keeps every job's progress up to its last checkpoint; "
-        f"`shockwave run --resume --out {output}` continues the run"
+        f"`{shlex.join(again)}` continues the run"
     )
     with _saying_what_was_kept(kept), _native_output_to_stderr():
         result = run(request, command=this_command())
@@ -867,13 +874,14 @@ def serve_cmd(
     command: JobCommandOpt = None,
 ) -> None:
     """A long-running scheduler on Ray: jobs are submitted, watched and cancelled through its API (`submit`,
-    `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it."""
+    `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it
+    (with the same --policy and --job-command: what runs is never taken from its journal)."""
+    import shlex
     import signal
     import threading
 
     from shockwave.cluster import ClusterSpec
     from shockwave.report import print_run_summary
-    from shockwave.runtime.run import DEFAULT_COMMAND
     from shockwave.service.serve import ServeRequest, serve
 
     if gpus is not None or cluster is not None:
@@ -887,7 +895,7 @@ def serve_cmd(
         throughputs=throughputs,
         address=address,
         max_restarts=max_restarts,
-        command=command or DEFAULT_COMMAND,
+        command=command,
         resume=resume,
         port=port,
         policy_params=tuple(policy_param or ()),
@@ -905,9 +913,10 @@ def serve_cmd(
             signal.signal(signum, stopping)
         err.print(f"serving on {url} (DIR/endpoint.json has its token)", markup=False, highlight=False)
 
+    again = ["shockwave", "serve", "--resume", "--out", str(output), "--policy", policy]
     kept = (
         f"the journal {output / 'journal.sqlite'} and the queue keep every job; "
-        f"`shockwave serve --resume --out {output}` continues the service"
+        f"`{shlex.join([*again, *(('--job-command', command) if command else ())])}` continues the service"
     )
     with _saying_what_was_kept(kept), _native_output_to_stderr():
         result = serve(request, stop, command=this_command(), ready=ready)

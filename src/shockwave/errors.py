@@ -14,10 +14,13 @@ class InputError(Exception):
         *,
         path: str | Path | None = None,
         line: int | None = None,
+        row: str | None = None,
         field: str | None = None,
     ) -> None:
         self.path = str(path) if path is not None else None
         self.line = line
+        self.row = row
+        """Where in a database file: `table jobs, row 3`."""
         self.field = field
         self.reason = message
         where = ""
@@ -26,6 +29,8 @@ class InputError(Exception):
             if line is not None:
                 where += f":{line}"
             where += ": "
+        if row is not None:
+            where += f"{row}: "
         if field is not None:
             where += f"field '{field}': "
         super().__init__(where + message)

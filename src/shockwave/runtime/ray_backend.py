@@ -41,6 +41,8 @@ from shockwave import lease as lease_files
 from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import Clock, WallClock
 from shockwave.errors import InputError
+from shockwave.io.atomic import write_atomically
+from shockwave.io.private import FOLDER_MODE, private_folder
 from shockwave.lifetime import die_with_parent
 from shockwave.local_ray import LocalRay
 from shockwave.runtime.backend import GangStatus, Launch
@@ -54,6 +56,13 @@ OUTPUT_CHUNK = 1 << 20
 """The most of a member's output one `RayBackend.output` call fetches (the rest comes with the next)."""
 
 
+def scratch_folder() -> Path:
+    """Where gang members keep their lease terms, checkpoints in flight and output on a node: this user's own folder
+    of the node's temporary space (0700), so another user can neither read a job's command and checkpoints nor plant
+    files there."""
+    return private_folder(Path(tempfile.gettempdir()) / f"shockwave-runtime-{os.geteuid()}", "scratch folder")
+
+
 def type_resource(gpu_type: str) -> str:
     """The Ray custom resource that counts GPUs of `gpu_type`."""
     return f"{TYPE_PREFIX}{gpu_type}"
@@ -63,10 +72,10 @@ class GangMember:
     """One member of a gang, on the node Ray placed its bundle on."""
 
     def __init__(self, run_id: str, job_id: int, rank: int) -> None:
-        self.folder = Path(tempfile.gettempdir()) / "shockwave-runtime" / run_id / f"job-{job_id}" / f"rank-{rank}"
+        self.folder = scratch_folder() / run_id / f"job-{job_id}" / f"rank-{rank}"
         self.rank = rank
         shutil.rmtree(self.folder, ignore_errors=True)
-        self.folder.mkdir(parents=True)
+        self.folder.mkdir(mode=FOLDER_MODE, parents=True)
         self.process: subprocess.Popen | None = None
         self.log_path = self.folder / "output.log"
 
@@ -84,7 +93,7 @@ class GangMember:
     ) -> int:
         checkpoint_path = self.folder / "checkpoint.pt"
         if checkpoint is not None:
-            checkpoint_path.write_bytes(checkpoint)
+            write_atomically(checkpoint_path, checkpoint, private=True)
         lease_files.Terms(**terms, checkpoint=str(checkpoint_path)).write(self.folder)
         env = lease_files.member_environment(self.folder, terms["job_id"], self.rank, world, master)
         environment = {**os.environ, **env}

@@ -14,26 +14,30 @@ its plan names.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import math
-import shlex
-import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
-from shockwave.cluster import ClusterSpec
+from pydantic import BaseModel, ConfigDict, Field
+
+from shockwave.cluster import MAX_GPUS, ClusterSpec
 from shockwave.core.loop import SchedulingLoop, timeline
 from shockwave.errors import InputError, require_extra
-from shockwave.io.atomic import ensure_writable
+from shockwave.io.atomic import ensure_writable, write_atomically
+from shockwave.io.lock import FolderLock
+from shockwave.io.private import private_folder, private_subfolder
 from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
 from shockwave.results import Result
 from shockwave.runtime.backend import Backend
+from shockwave.runtime.folder import CHECKPOINTS, is_builtin, keep_input, kept_input, require_resumable, require_same
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
@@ -48,9 +52,6 @@ from shockwave.workload_model.throughput import (
 from shockwave.workload_model.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
 log = logging.getLogger(__name__)
-DEFAULT_COMMAND = (
-    f"{shlex.quote(sys.executable)} -m shockwave.training.train --family {{family}} --mode {{mode}} --seed {{job_id}}"
-)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class RunRequest:
     config: Path | None = None
     placement: str = "PACK"
     max_restarts: int = 3
-    command: str = DEFAULT_COMMAND
+    command: str | None = None
+    """The job command ({family}, {batch_size}, {mode} and {job_id} filled in); None: the built-in workload's."""
     cluster: str | None = None
     """The GPUs by type as `--cluster` writes them (`v100:2,k80:2`); None: `gpus` GPUs of the default type."""
     realloc_seconds: float | None = None
@@ -199,32 +201,116 @@ class _Measured:
         return self.fallback.throughput(model, batch_size, gpus, gpu_type)
 
 
-PER_INVOCATION = ("out", "journal", "resume", "address")
-"""Fields that belong to this invocation, not to the run a journal records."""
-PATH_FIELDS = ("trace", "throughputs", "config")
+MAX_ROUND_SECONDS = 86_400.0
+"""A day: rounds last seconds to minutes (Gavel's 6, Shockwave's 2); a longer one is a typo (a journal's 1e300 started
+Ray and waited forever)."""
+MAX_TIME_SCALE = 1e6
+MAX_RESTARTS = 1000
+Placement = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
+RoundSeconds = Annotated[float, Field(gt=0, le=MAX_ROUND_SECONDS)]
 
 
-def _settings_of(request: RunRequest) -> dict[str, Any]:
-    """The request as the journal keeps it: what a resumed run must repeat."""
-    settings = {f.name: getattr(request, f.name) for f in dataclasses.fields(request) if f.name not in PER_INVOCATION}
-    return {k: str(v) if k in PATH_FIELDS and v is not None else v for k, v in settings.items()}
+class RunSettings(BaseModel):
+    """What a run's journal records of it, written at its start and read back (strictly) on `--resume`: the data a
+    resumed run repeats, and the policy and job command it is only compared with."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+    policy: Annotated[str, Field(min_length=1, max_length=4096)]
+    command: Annotated[str, Field(max_length=65_536)] | None = None
+    """None: the built-in workload."""
+    trace: Annotated[str, Field(min_length=1, max_length=4096)]
+    """The trace's copy in the folder (`inputs/trace`); journals of before: the trace's path as given."""
+    throughputs: Annotated[str, Field(max_length=4096)] | None = None
+    config: Annotated[str, Field(max_length=4096)] | None = None
+    inputs: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(default_factory=dict)
+    """Each copied input's SHA-256, by its name in the folder."""
+    gpus: Annotated[int, Field(ge=1, le=MAX_GPUS)]
+    cluster: Annotated[str, Field(max_length=4096)] | None = None
+    gpu_type: Annotated[str, Field(max_length=64)] | None = None
+    """Journals from before GPU types on Ray: the one type they ran on."""
+    round_seconds: RoundSeconds
+    time_scale: Annotated[float, Field(gt=0, le=MAX_TIME_SCALE)] = 1.0
+    placement: Placement = "PACK"
+    max_restarts: Annotated[int, Field(ge=0, le=MAX_RESTARTS)] = 3
+    realloc_seconds: Annotated[float, Field(ge=0, le=1e9)] | None = None
+    start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
+    """The wall time the run started at (its elapsed seconds count from here, across resumes)."""
+    rounds: Annotated[int, Field(ge=0)] = 0
 
 
-def _resumed(request: RunRequest, journal: Journal) -> RunRequest:
-    """The journal's run, not the flags: a setting the journal does not hold (it was written before the setting
-    existed) is the setting's default, what that run did."""
-    saved = journal.settings()
-    if "trace" not in saved:
-        raise InputError("the journal holds no run to resume", path=request.journal_path)
-    if "cluster" not in saved and saved.get("gpu_type", DEFAULT_GPU_TYPE) != DEFAULT_GPU_TYPE:
-        saved["cluster"] = f"{saved['gpu_type']}:{saved['gpus']}"  # before GPU types on Ray: one type, by name
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(request):
-        if f.name in PER_INVOCATION or (f.name not in saved and f.default is dataclasses.MISSING):
-            continue
-        value = saved.get(f.name, f.default)
-        values[f.name] = Path(value) if f.name in PATH_FIELDS and value is not None else value
-    return dataclasses.replace(request, **values)
+def _check_flags(request: RunRequest) -> None:
+    """The invocation's numbers, before anything is created or started."""
+    if not all(math.isfinite(v) and v > 0 for v in (request.time_scale, request.round_seconds)):
+        raise InputError("--time-scale and --round-seconds must be finite numbers > 0")
+    if request.round_seconds > MAX_ROUND_SECONDS or request.time_scale > MAX_TIME_SCALE:
+        raise InputError(f"--round-seconds must be <= {MAX_ROUND_SECONDS:g} and --time-scale <= {MAX_TIME_SCALE:g}")
+    realloc = request.realloc_seconds
+    if realloc is not None and not (math.isfinite(realloc) and 0 <= realloc <= 1e9):
+        raise InputError(f"--realloc-seconds must be a finite number >= 0, got {realloc}")
+    if not 0 <= request.max_restarts <= MAX_RESTARTS:
+        raise InputError(f"--max-restarts must be 0 to {MAX_RESTARTS}, got {request.max_restarts}")
+    if request.placement not in get_args(Placement):
+        raise InputError(f"--placement must be one of {', '.join(get_args(Placement))}, got {request.placement!r}")
+
+
+def _started(request: RunRequest, policy: str) -> tuple[RunRequest, RunSettings]:
+    """A new run: its inputs copied into its folder (it reads the copies from now on) and its settings."""
+    folder = request.journal_path.parent
+    copies = {"trace": request.trace, "throughputs": request.throughputs, "config": request.config}
+    kept = {key: keep_input(folder, path, key, f"{key} file") for key, path in copies.items() if path is not None}
+    named = {key: name for key, (name, _) in kept.items()}
+    settings = RunSettings(
+        policy=policy,
+        command=None if is_builtin(request.command) else request.command,
+        **named,
+        inputs={name: digest for name, digest in kept.values()},
+        gpus=request.gpus,
+        cluster=request.cluster,
+        round_seconds=request.round_seconds,
+        time_scale=request.time_scale,
+        placement=request.placement,  # type: ignore[arg-type]
+        max_restarts=request.max_restarts,
+        realloc_seconds=request.realloc_seconds,
+    )
+    paths = {key: folder / name for key, name in named.items()}
+    return dataclasses.replace(request, policy=policy, **paths), settings
+
+
+def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunRequest, RunSettings]:
+    """The journal's run, with the invocation's policy and command, which must be the run's: its data (the copied
+    inputs, the cluster, the round length...) from the journal, checked."""
+    if "trace" not in journal.settings():
+        raise InputError("the journal holds no run to resume", path=journal.path)
+    saved = journal.settings_as(RunSettings)
+    require_same("policy", saved.policy, policy, "--policy", journal.path)
+    journaled = None if is_builtin(saved.command) else saved.command
+    require_same(
+        "command", journaled, None if is_builtin(request.command) else request.command, "--job-command", journal.path
+    )
+    folder = request.journal_path.parent
+    inputs = {
+        key: kept_input(folder, name, saved.inputs, journal.path, key) if name is not None else None
+        for key, name in (("trace", saved.trace), ("throughputs", saved.throughputs), ("config", saved.config))
+    }
+    cluster = saved.cluster
+    if cluster is None and saved.gpu_type not in (None, DEFAULT_GPU_TYPE):
+        cluster = f"{saved.gpu_type}:{saved.gpus}"  # before GPU types on Ray: one type, by name
+    resumed = dataclasses.replace(
+        request,
+        policy=policy,
+        trace=inputs["trace"],
+        throughputs=inputs["throughputs"],
+        config=inputs["config"],
+        gpus=saved.gpus,
+        cluster=cluster,
+        round_seconds=saved.round_seconds,
+        time_scale=saved.time_scale,
+        placement=saved.placement,
+        max_restarts=saved.max_restarts,
+        realloc_seconds=saved.realloc_seconds,
+    )
+    return resumed, saved
 
 
 def _require_runnable(jobs: list[TraceJob], tm: ThroughputModel, cluster: ClusterSpec, trace: Path) -> None:
@@ -258,82 +344,90 @@ def _key(job: TraceJob) -> tuple[str, int, int]:
 def run(
     request: RunRequest, backend: Callable[[RunRequest], Backend] | None = None, command: list[str] | None = None
 ) -> dict[str, Any]:
-    """Run (or resume) the request's trace; `command` is recorded in the result's provenance."""
+    """Run (or resume) the request's trace; `command` is recorded in the result's provenance. The run's folder (the
+    journal's) is this process's alone while it runs (`FolderLock`)."""
+    _check_flags(request)
+    if backend is None:
+        require_extra("ray", "cluster", "shockwave run")
+    folder = private_folder(request.journal_path.parent, "run folder")
+    ensure_writable(request.out)
+    with contextlib.ExitStack() as locks:
+        for held in dict.fromkeys((folder.resolve(), request.out.resolve())):
+            locks.enter_context(FolderLock(held))
+        return _run(request, backend, command)
+
+
+def _run(
+    request: RunRequest, backend: Callable[[RunRequest], Backend] | None, command: list[str] | None
+) -> dict[str, Any]:
     from shockwave.policies.registry import policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
-    ensure_writable(request.out)
-    if request.resume and not request.journal_path.exists():
+    exists = request.journal_path.exists()
+    if request.resume and not exists:
         raise InputError("no journal to resume from", path=request.journal_path)
-    if not request.resume and request.journal_path.exists():
+    if not request.resume and exists:
         raise InputError(
             "a journal already exists here: add --resume to continue that run, or choose another --journal / --out",
             path=request.journal_path,
         )
-    if not all(math.isfinite(v) and v > 0 for v in (request.time_scale, request.round_seconds)):
-        raise InputError("--time-scale and --round-seconds must be finite numbers > 0")
-    realloc = request.realloc_seconds
-    if realloc is not None and not (math.isfinite(realloc) and realloc >= 0):
-        raise InputError(f"--realloc-seconds must be a finite number >= 0, got {realloc}")
-    journal = Journal(request.journal_path)
-    if request.resume:
-        request = _resumed(request, journal)
-    info = policy_info(request.policy)
-    request = dataclasses.replace(request, policy=info.name)  # kept: a file's absolute path
+    info = policy_info(request.policy)  # the operator's: a file's class is loaded because they named it
+    journal = Journal(request.journal_path) if request.resume else None
+    if journal is not None:
+        request, settings = _resumed(request, journal, info.name)
+    else:
+        request, settings = _started(request, info.name)
     cluster = request.cluster_spec
     request = dataclasses.replace(request, gpus=cluster.gpus)
     tm, original, _ = load_workload(request.trace, request.throughputs)
     require_gangs_fit(original, cluster.largest_pool, request.trace)
     _require_runnable(original, tm, cluster, request.trace)
     jobs = scale_trace(original, request.time_scale)
-    request.out.mkdir(parents=True, exist_ok=True)
     write_trace(jobs, request.out / "trace.scaled.trace")
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     profiles = [build_profile(job, tm) for job in jobs]
     policy = info.offered(min_realloc_interval_s=interval, config=config)
     SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
-    if request.resume:
+    if journal is not None:
+        records = journal.jobs()
         snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, request.journal_path)
     else:
-        snapshot = Snapshot(policy, {}, [])
-    if backend is None:
-        require_extra("ray", "cluster", "shockwave run")
-        from shockwave.runtime.ray_backend import RayBackend
-
-        cluster_backend: Backend = RayBackend(cluster, request.address, request.placement)
-    else:
-        cluster_backend = backend(request)
-    settings = RuntimeSettings(
-        round_seconds=request.round_seconds,
-        hold_seconds=max(1.0, request.round_seconds / 2),
-        max_restarts=request.max_restarts,
-        command=shlex.split(request.command),
-        checkpoints=request.journal_path.parent / "checkpoints",
-    )
+        journal, records, snapshot = Journal(request.journal_path), {}, Snapshot(policy, {}, [])
+    checkpoints = private_subfolder(request.journal_path.parent / CHECKPOINTS)
+    require_resumable(records, jobs, checkpoints, journal.path)
     scheduler = RuntimeScheduler(
         jobs,
         profiles,
         tm,
         cluster,
         snapshot.policy,
-        cluster_backend,
+        _backend(request, cluster, backend),
         journal,
-        settings,
-        {**journal.settings(), **_settings_of(request)},
-        journal.jobs(),
+        RuntimeSettings.of(request.round_seconds, request.max_restarts, request.command, checkpoints),
+        settings.model_dump(exclude_none=True),
+        records,
         snapshot.rounds,
         snapshot.jobs,
     )
     try:
         scheduler.run()
     finally:
-        cluster_backend.close()
+        scheduler.backend.close()
     result = run_result(request, info.label, scheduler, tm, jobs)
     if command is not None:
         with_command(result, command)
-    (request.out / "results.json").write_text(json.dumps([result], indent=1))
+    write_atomically(request.out / "results.json", json.dumps([result], indent=1))
     return result
+
+
+def _backend(request: RunRequest, cluster: ClusterSpec, backend: Callable[[RunRequest], Backend] | None) -> Backend:
+    """The cluster's backend: Ray (started, or joined at `--address`), unless a test gives its own."""
+    if backend is not None:
+        return backend(request)
+    from shockwave.runtime.ray_backend import RayBackend
+
+    return RayBackend(cluster, request.address, request.placement)
 
 
 def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], gpus: int) -> float:
@@ -375,8 +469,8 @@ def run_result(
     types = [*cluster.types, *([DEFAULT_GPU_TYPE] if DEFAULT_GPU_TYPE not in cluster.types else [])]
     rates = _completed_rates(_measured_rates(jobs, records), used, types, tm)
     table = TableThroughputs(rates, "measured")
-    (request.out / "measured_throughputs.json").write_text(json.dumps(table.to_json(), indent=1))
-    (request.out / "batch_sizes.json").write_text(json.dumps({str(i): s for i, s in sorted(schedules.items())}))
+    write_atomically(request.out / "measured_throughputs.json", json.dumps(table.to_json(), indent=1))
+    write_atomically(request.out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(schedules.items())}))
     model = _Measured(rates, tm)
     try:
         profiles = [build_profile(job, model, schedules[i]) for i, job in enumerate(jobs)]

@@ -33,8 +33,9 @@ A paired lease's rate is not the job's rate alone, so it is not measured as one.
 from __future__ import annotations
 
 import logging
+import shlex
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,9 @@ from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, co
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
+from shockwave.io.atomic import write_atomically
 from shockwave.runtime.backend import Backend, GangStatus, Launch, share_of
+from shockwave.runtime.folder import DEFAULT_COMMAND
 from shockwave.runtime.journal import SETTLED, JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import JobProfile
@@ -67,7 +70,20 @@ class RuntimeSettings:
     command: list[str]
     """The job command; {family}, {batch_size}, {mode} and {job_id} are filled in per job."""
     checkpoints: Path
+    """The run's private checkpoints folder: a journal names each checkpoint by its file name there."""
     stop_timeout_s: float = 60.0
+
+    @classmethod
+    def of(cls, round_seconds: float, max_restarts: int, command: str | None, checkpoints: Path) -> RuntimeSettings:
+        """A driver's settings: leases held half a round (at least a second) past their round, and the operator's
+        job command (None: the built-in workload's)."""
+        return cls(
+            round_seconds=round_seconds,
+            hold_seconds=max(1.0, round_seconds / 2),
+            max_restarts=max_restarts,
+            command=shlex.split(command or DEFAULT_COMMAND),
+            checkpoints=checkpoints,
+        )
 
 
 @dataclass
@@ -116,6 +132,10 @@ class RuntimeScheduler:
     def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
         self.clock: Clock = self.backend.clock
         self.start_wall: float = self.run_settings.setdefault("start_wall", self.clock.now())
+        latest = _latest_event(self.records.values(), self.rounds)
+        if self.elapsed() < latest:  # a clock set back since the journal was written (or a start_wall edited)
+            log.warning("the clock reads %.1f s before the journal's last event: the run goes on from there", latest)
+            self.start_wall = self.run_settings["start_wall"] = self.clock.now() - latest
         self.table_pairs = colocation_from(self.throughputs)
         self.loop = SchedulingLoop(
             self.policy,
@@ -136,7 +156,6 @@ class RuntimeScheduler:
             self.records.setdefault(
                 index, JobRecord(id=index, total_steps=spec.total_steps, batch_size=spec.batch_size)
             )
-        self.settings.checkpoints.mkdir(parents=True, exist_ok=True)
         for job_id, state in (admitted or {}).items():
             if self.records[job_id].status == "active":
                 self.view.jobs[job_id] = _at_checkpoint(state, self.records[job_id])
@@ -255,13 +274,11 @@ class RuntimeScheduler:
             # Steps count at the current batch size, so after a switch a step number comes round again: the
             # switch count keeps each checkpoint's file its own (one overwritten and then deleted as superseded
             # lost the job's checkpoint, found in a fidelity run).
-            path = self.settings.checkpoints / f"job-{job_id}-switch{len(record.switches)}-step{step}.ckpt"
-            temporary = path.with_suffix(".tmp")
-            temporary.write_bytes(data)
-            temporary.replace(path)
+            name = f"job-{job_id}-switch{len(record.switches)}-step{step}.ckpt"
+            write_atomically(self.settings.checkpoints / name, data, private=True)
             if record.checkpoint is not None:
-                self.superseded.append(Path(record.checkpoint))
-            record.steps, record.checkpoint = step, str(path)
+                self.superseded.append(self.settings.checkpoints / record.checkpoint)
+            record.steps, record.checkpoint = step, name
 
     def _ended(self, job_id: int, status: GangStatus) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
@@ -432,7 +449,7 @@ class RuntimeScheduler:
 
     def _start(self, job_id: int, gpu_type: str, deadline: float, wanted: float, partner: int | None) -> None:
         record, state = self.records[job_id], self.view.jobs[job_id]
-        checkpoint = Path(record.checkpoint).read_bytes() if record.checkpoint else None
+        checkpoint = (self.settings.checkpoints / record.checkpoint).read_bytes() if record.checkpoint else None
         command = self._command(state)
         launch = Launch(
             job_id,
@@ -478,6 +495,12 @@ class RuntimeScheduler:
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()
+
+
+def _latest_event(records: Iterable[JobRecord], rounds: Sequence[RoundRecord]) -> float:
+    """Elapsed seconds of the last thing the journal records: a lease's start, a finish, a round."""
+    times = [t for r in records for t in (*r.starts, r.finish_s or 0.0)]
+    return max([0.0, *times, *(r.time_s for r in rounds)])
 
 
 def _partner(assignment: Assignment, job_id: int) -> int | None:

@@ -87,8 +87,8 @@ def job_row(job: Job) -> dict[str, Any]:
         "state": job.state,
         "gpu_type": job.gpu_type,
         "gpus": job.gpus,
-        "requested_gpus": job.spec.gpus,
-        "requested_types": job.spec.gpu_types or [],
+        "requested_gpus": job.spec.gpus if job.spec is not None else None,  # None: an invalid (quarantined) row
+        "requested_types": (job.spec.gpu_types if job.spec is not None else None) or [],
         "progress_steps": job.progress_steps,
         "total_steps": job.total_steps,
         "rho": job.rho,

@@ -32,12 +32,10 @@ def new_token() -> str:
 
 
 def write_endpoint(folder: Path, endpoint: Endpoint) -> Path:
-    """Write `folder/endpoint.json` atomically: readers see the old file or the new one. The temporary file it
-    replaces from is created with mode 0600 (`tempfile`), so the token is never readable by others, not even
-    during the write; the mode is set again so that this does not rest on how `write_atomically` works."""
+    """Write `folder/endpoint.json` atomically and privately: readers see the old file or the new one, and the token
+    is never readable by others, not even during the write (the file is 0600 from its creation)."""
     path = folder / ENDPOINT_FILE
-    write_atomically(path, json.dumps(asdict(endpoint), indent=1) + "\n")
-    os.chmod(path, 0o600)
+    write_atomically(path, json.dumps(asdict(endpoint), indent=1) + "\n", private=True)
     return path
 
 

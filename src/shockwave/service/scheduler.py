@@ -19,73 +19,120 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 from shockwave.errors import InputError
-from shockwave.runtime.journal import JobRecord
+from shockwave.io.private import append_private
+from shockwave.runtime.journal import SETTLED, JobRecord
 from shockwave.runtime.scheduler import RuntimeScheduler
 from shockwave.service.api import SchedulerMetrics
-from shockwave.service.spec import JobSpec
+from shockwave.service.spec import JobShape
 from shockwave.service.store import Job, JobUpdate, Placement, Store
 from shockwave.workload_model.entities import Entities
 from shockwave.workload_model.profile import build_profile
+from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
 
 
+class TakenIn(BaseModel):
+    """A job the service took in, as its journal keeps it: its queue row, its arrival (run seconds) and its shape.
+    Never its command, which only the queue (an authenticated submission) holds."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+
+    store_id: Annotated[int, Field(ge=1)]
+    arrival: Annotated[float, Field(ge=0)]
+    job: JobShape | None = None
+    """None: a journal of before shapes, whose jobs are the queue's specs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, value: object) -> object:
+        """Journals of before kept [store id, arrival]."""
+        if isinstance(value, list) and len(value) == 2:
+            return {"store_id": value[0], "arrival": float(value[1]) if type(value[1]) is int else value[1]}
+        return value
+
+
 @dataclass
 class QueueLink:
-    """The jobs the run took in from the queue, in the run's order: store id, arrival (run seconds), spec."""
+    """The jobs the run took in from the queue, in the run's order (job i is `taken[i]`), and the command each runs
+    (its spec's; None: the service's, for a built-in workload)."""
 
     store: Store
     entities: Entities | None = None
     """The entities the policy shares the cluster between (`--policy-param entities=FILE`): each job joins its
     spec's entity (else the file's default)."""
-    store_ids: list[int] = field(default_factory=list)
-    arrivals: list[float] = field(default_factory=list)
-    specs: list[JobSpec] = field(default_factory=list)
+    taken: list[TakenIn] = field(default_factory=list)
+    commands: list[list[str] | None] = field(default_factory=list)
+    invalid: dict[int, str] = field(default_factory=dict)
+    """Jobs whose queue row cannot be used any more (a resumed service found it corrupt or gone): why. They never
+    run again."""
     metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
     """The latest round's numbers, for /metrics (replaced whole, so the API's threads read a consistent one)."""
 
     def joined(self, job: Job, arrival: float) -> int:
-        """Take `job` in at `arrival`; returns its id in the run."""
-        self.store_ids.append(job.id)
-        self.arrivals.append(arrival)
-        self.specs.append(job.spec)
-        job_id = len(self.store_ids) - 1
-        if self.entities is not None and job.spec.entity is not None:
-            self.entities.jobs[job_id] = job.spec.entity
+        """Take the (valid) queued `job` in at `arrival`; returns its id in the run."""
+        assert job.spec is not None
+        return self._add(TakenIn(store_id=job.id, arrival=arrival, job=job.spec.shape), job.spec.command)
+
+    def _add(self, taken: TakenIn, command: list[str] | None) -> int:
+        self.taken.append(taken)
+        self.commands.append(command)
+        job_id = len(self.taken) - 1
+        entity = self.shape(job_id).entity
+        if self.entities is not None and entity is not None:
+            self.entities.jobs[job_id] = entity
         return job_id
 
-    def journaled(self) -> list[list[float]]:
-        """[store id, arrival] of each job, in the run's order: what a resumed service rebuilds its jobs from."""
-        return [[store_id, arrival] for store_id, arrival in zip(self.store_ids, self.arrivals, strict=True)]
+    def journaled(self) -> list[dict[str, Any]]:
+        """What a resumed service rebuilds its jobs from (the journal's `service_jobs`)."""
+        return [taken.model_dump(mode="json") for taken in self.taken]
 
     @classmethod
-    def restored(cls, store: Store, journaled: list[list[float]], entities: Entities | None = None) -> QueueLink:
-        """The link a journal recorded, with the specs from the queue (which never forgets a job)."""
+    def restored(cls, store: Store, journaled: list[TakenIn], entities: Entities | None, journal: Path) -> QueueLink:
+        """The link a journal recorded, with each job's command from the queue, which never forgets a job. A job
+        whose row is now invalid or gone keeps its place (the journal has its shape) but is marked `invalid`."""
         by_id = {job.id: job for job in store.new_since(0)}
         link = cls(store, entities)
-        for store_id, arrival in journaled:
-            if int(store_id) not in by_id:
+        for job_id, taken in enumerate(journaled):
+            row = by_id.get(taken.store_id)
+            spec = row.spec if row is not None else None
+            if spec is None and taken.job is None:  # a journal of before shapes: the queue's spec was the job
                 raise InputError(
-                    f"the journal's job {int(store_id)} is not in the queue: this journal and this queue are not "
-                    "of one service",
+                    f"the journal's job {taken.store_id} is not a valid job of the queue: "
+                    f"{row.reason if row is not None else 'no such row'}",
                     path=store.path,
                 )
-            link.joined(by_id[int(store_id)], float(arrival))
+            link._add(taken if taken.job is not None else taken.model_copy(update={"job": spec.shape}), None)
+            if spec is None:
+                link.invalid[job_id] = row.reason if row is not None and row.reason else "its queue row is gone"
+            else:
+                link.commands[job_id] = spec.command
         return link
 
     @property
     def last_store_id(self) -> int:
-        return self.store_ids[-1] if self.store_ids else 0
+        return self.taken[-1].store_id if self.taken else 0
+
+    def shape(self, job_id: int) -> JobShape:
+        shape = self.taken[job_id].job
+        assert shape is not None  # filled in by `restored`
+        return shape
 
     def name(self, job_id: int) -> str:
-        return self.specs[job_id].name
+        return self.shape(job_id).name
+
+    def trace(self) -> list[TraceJob]:
+        """Every job taken in, as the scheduling loop admits it."""
+        return [self.shape(i).trace_job(taken.arrival) for i, taken in enumerate(self.taken)]
 
 
 def equal_share_rate(job: JobState, cluster: ClusterSpec) -> float:
@@ -109,8 +156,21 @@ class ServiceScheduler(RuntimeScheduler):
         """Each job's T_iso at its latest rates: a finished job's rho is its time over this."""
         self.planning_from: float | None = None
         self.last_round_start: float | None = None
+        self.skipped: set[int] = set()
+        """Invalid queue rows already reported."""
         super().__init__(**scheduler)
-        self.logs.mkdir(parents=True, exist_ok=True)
+        for job_id, why in link.invalid.items():
+            self._give_up(job_id, why)
+
+    def _give_up(self, job_id: int, why: str) -> None:
+        """A job that must never run again (its queue row is invalid): failed, with why, and out of the loop."""
+        record = self.records[job_id]
+        if record.status in SETTLED:
+            return
+        if job_id in self.view.jobs:
+            self.loop.remove(self.view.jobs[job_id])
+        record.status, record.reason = "failed", why
+        log.warning("job %d (%s) is given up: %s", job_id, self.link.name(job_id), why)
 
     # -- the loop's driver ------------------------------------------------------------------------------------------
     def admit(self, loop: SchedulingLoop) -> None:
@@ -139,6 +199,11 @@ class ServiceScheduler(RuntimeScheduler):
     # -- the queue's news -------------------------------------------------------------------------------------------
     def _take_submissions(self) -> None:
         for job in self.link.store.new_since(self.link.last_store_id):
+            if job.spec is None:  # quarantined: never taken in
+                if job.id not in self.skipped:
+                    log.warning("queued job %d is not taken in: %s", job.id, job.reason)
+                    self.skipped.add(job.id)
+                continue
             arrival = min(self.view.now, max(0.0, job.submitted_s - self.start_wall))
             job_id = self.link.joined(job, arrival)
             spec = job.spec.trace_job(arrival)
@@ -150,7 +215,7 @@ class ServiceScheduler(RuntimeScheduler):
             log.info("job %d (%s) taken in: %d GPU(s), %d steps", job_id, job.name, spec.scale_factor, spec.total_steps)
 
     def _take_cancellations(self) -> None:
-        run_ids = {store_id: job_id for job_id, store_id in enumerate(self.link.store_ids)}
+        run_ids = {taken.store_id: job_id for job_id, taken in enumerate(self.link.taken)}
         for job in self.link.store.pending_cancellations():
             if job.id not in run_ids:  # submitted and cancelled since the submissions were taken in: next round
                 continue
@@ -172,12 +237,12 @@ class ServiceScheduler(RuntimeScheduler):
     def _admission_rates(self, job_id: int, record: JobRecord) -> dict[str, float]:
         """Only on the GPU types the job's spec allows."""
         rates = super()._admission_rates(job_id, record)
-        allowed = self.link.specs[job_id].gpu_types
+        allowed = self.link.shape(job_id).gpu_types
         return rates if allowed is None else {t: rate for t, rate in rates.items() if t in allowed}
 
     def _command(self, state: JobState) -> list[str]:
         """The spec's own command, else the service's for a built-in workload."""
-        command = self.link.specs[state.id].command
+        command = self.link.commands[state.id]
         return list(command) if command is not None else super()._command(state)
 
     # -- output -----------------------------------------------------------------------------------------------------
@@ -192,8 +257,7 @@ class ServiceScheduler(RuntimeScheduler):
     def _keep_output(self, job_id: int) -> None:
         chunk = self.backend.output(job_id)
         if chunk:
-            with (self.logs / f"{self.link.name(job_id)}.log").open("ab") as output:
-                output.write(chunk)
+            append_private(self.logs / f"{self.link.name(job_id)}.log", chunk)
 
     # -- telling the store ------------------------------------------------------------------------------------------
     def _save(self) -> None:
@@ -207,14 +271,14 @@ class ServiceScheduler(RuntimeScheduler):
         for job_id, record in self.records.items():
             news = self._news(job_id, record, now)
             if news is not None and news != self.published.get(job_id):
-                updates[self.link.store_ids[job_id]] = news
+                updates[self.link.taken[job_id].store_id] = news
                 self.published[job_id] = news
         if updates:
             self.link.store.update_many(updates)
 
     def _news(self, job_id: int, record: JobRecord, now: float) -> JobUpdate | None:
         """What the store should say of the job now (None: nothing it does not know)."""
-        arrival = self.link.arrivals[job_id]
+        arrival = self.link.taken[job_id].arrival
         if record.status == "done":
             finish = record.finish_s or now
             alone = self.alone_s.get(job_id)

@@ -17,33 +17,37 @@ import dataclasses
 import json
 import logging
 import math
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.errors import InputError, require_extra
-from shockwave.io.atomic import ensure_writable
+from shockwave.io.atomic import write_atomically
+from shockwave.io.lock import FolderLock
+from shockwave.io.private import private_folder, private_subfolder
 from shockwave.provenance import with_command
 from shockwave.runtime.backend import Backend
+from shockwave.runtime.folder import CHECKPOINTS, is_builtin, keep_input, kept_input, require_resumable, require_same
 from shockwave.runtime.journal import Journal
-from shockwave.runtime.run import DEFAULT_COMMAND, RunRequest, run_result
+from shockwave.runtime.run import MAX_RESTARTS, MAX_ROUND_SECONDS, Placement, RoundSeconds, RunRequest, run_result
 from shockwave.runtime.scheduler import RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.service.api import LOG_FOLDER, make_app
 from shockwave.service.endpoint import ENDPOINT_FILE, Endpoint, new_token, read_endpoint, write_endpoint
-from shockwave.service.scheduler import QueueLink, ServiceScheduler
+from shockwave.service.scheduler import QueueLink, ServiceScheduler, TakenIn
 from shockwave.service.server import start_server
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
 from shockwave.workload_model.entities import Entities, read_entities
 from shockwave.workload_model.profile import build_profile
-from shockwave.workload_model.throughput import ThroughputModel, knows, load_throughputs
+from shockwave.workload_model.throughput import ThroughputModel, knows, load_throughputs, require_gpu_types
 from shockwave.workload_model.trace import write_trace
 
 log = logging.getLogger(__name__)
@@ -64,9 +68,9 @@ class ServeRequest:
     address: str | None = None
     placement: str = "PACK"
     max_restarts: int = 3
-    command: str = DEFAULT_COMMAND
-    """The command of a job whose spec names none (a built-in workload): {family}, {batch_size}, {mode} and
-    {job_id} are filled in."""
+    command: str | None = None
+    """The command of a job whose spec names none: {family}, {batch_size}, {mode} and {job_id} are filled in; None:
+    the built-in workload's."""
     realloc_seconds: float | None = None
     policy_params: tuple[str, ...] = ()
     """The policy's own parameters as KEY=VALUE (`--policy-param`); `entities=FILE` shares the cluster between the
@@ -76,54 +80,126 @@ class ServeRequest:
     """The API's port on 127.0.0.1 (0: any free one; endpoint.json says which)."""
 
 
-PER_INVOCATION = ("out", "resume", "address", "port")
-"""What belongs to this invocation, not to the service a journal records."""
-PATH_FIELDS = ("config", "throughputs")
+class ServiceSettings(BaseModel):
+    """What a service's journal records of it, read back strictly on `--resume`: the data a resumed service repeats,
+    the policy and job command it is only compared with, and the jobs it took in."""
 
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
-def _journaled(request: ServeRequest) -> dict[str, Any]:
-    fields = {f.name: getattr(request, f.name) for f in dataclasses.fields(request) if f.name not in PER_INVOCATION}
-    fields["policy_params"] = list(request.policy_params)
-    return {k: str(v) if k in PATH_FIELDS and v is not None else v for k, v in fields.items()}
-
-
-def _resumed(request: ServeRequest, saved: dict[str, Any], journal: Path) -> ServeRequest:
-    """The journal's service, not the flags (a resumed service is the one that crashed)."""
-    if "service_jobs" not in saved:
-        raise InputError("the journal holds no service to resume (was it written by `shockwave run`?)", path=journal)
-    values = {
-        f.name: Path(saved[f.name]) if f.name in PATH_FIELDS and saved.get(f.name) is not None else saved[f.name]
-        for f in dataclasses.fields(request)
-        if f.name not in PER_INVOCATION and f.name in saved
-    }
-    values["policy_params"] = tuple(saved.get("policy_params", ()))
-    return dataclasses.replace(request, **values)
+    policy: Annotated[str, Field(min_length=1, max_length=4096)]
+    command: Annotated[str, Field(max_length=65_536)] | None = None
+    cluster: Annotated[str, Field(min_length=1, max_length=4096)]
+    round_seconds: RoundSeconds
+    config: Annotated[str, Field(max_length=4096)] | None = None
+    throughputs: Annotated[str, Field(max_length=4096)] | None = None
+    inputs: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(default_factory=dict)
+    """Each copied input's SHA-256, by its name in the folder."""
+    placement: Placement = "PACK"
+    max_restarts: Annotated[int, Field(ge=0, le=MAX_RESTARTS)] = 3
+    realloc_seconds: Annotated[float, Field(ge=0, le=1e9)] | None = None
+    policy_params: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
+    start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
+    rounds: Annotated[int, Field(ge=0)] = 0
+    service_jobs: list[TakenIn] = Field(default_factory=list)
 
 
 def _check(request: ServeRequest) -> None:
-    journal = request.out / JOURNAL_FILE
-    if request.resume and not journal.exists():
-        raise InputError("no journal to resume from: start the service without --resume", path=journal)
-    if not request.resume and journal.exists():
-        raise InputError("a service has run here: add --resume to continue it, or choose another --out", path=journal)
+    """The invocation's numbers, before anything is created or started."""
     if not request.resume and request.cluster is None:
         raise InputError("--cluster (e.g. v100:8,k80:4) or --gpus is required to start a service")
-    if not (math.isfinite(request.round_seconds) and request.round_seconds > 0):
-        raise InputError(f"--round-seconds must be a finite number > 0, got {request.round_seconds}")
+    if not (math.isfinite(request.round_seconds) and 0 < request.round_seconds <= MAX_ROUND_SECONDS):
+        raise InputError(
+            f"--round-seconds must be a number > 0 and <= {MAX_ROUND_SECONDS:g}, got {request.round_seconds}"
+        )
     if not 0 <= request.port <= 65535:
         raise InputError(f"--port must be 0 (any free port) to 65535, got {request.port}")
+    if not 0 <= request.max_restarts <= MAX_RESTARTS:
+        raise InputError(f"--max-restarts must be 0 to {MAX_RESTARTS}, got {request.max_restarts}")
 
 
-FILE_PARAMS = ("entities", "prices")
-"""Policy parameters that name a file: journaled as absolute paths, so a resume from elsewhere finds them."""
+FILE_PARAMS = ("entities", "prices", "config")
+"""Policy parameters that name a file: copied into the service's folder like its other inputs."""
 
 
-def _absolute(text: str) -> str:
+def _file_param(text: str) -> tuple[str, str] | None:
+    """(key, file) of a `KEY=FILE` policy parameter that names a file, else None."""
     key, sep, value = (part.strip() for part in text.partition("="))
-    return (
-        f"{key}={Path(value).resolve()}"
-        if sep and key in FILE_PARAMS and value.lower() not in ("none", "null")
-        else text
+    return (key, value) if sep and key in FILE_PARAMS and value.lower() not in ("none", "null") else None
+
+
+def _started(request: ServeRequest, policy: str) -> tuple[ServeRequest, ServiceSettings]:
+    """A new service: its input files copied into its folder (it reads the copies from now on) and its settings."""
+    assert request.cluster is not None  # checked
+    kept: dict[str, tuple[str, str]] = {}
+    for key, path in (("config", request.config), ("throughputs", request.throughputs)):
+        if path is not None:
+            kept[key] = keep_input(request.out, path, key, f"{key} file")
+    params = []
+    for text in request.policy_params:
+        named = _file_param(text)
+        if named is not None:
+            kept[f"param:{named[0]}"] = keep_input(request.out, Path(named[1]), named[0], f"{named[0]} file")
+            text = f"{named[0]}={kept[f'param:{named[0]}'][0]}"
+        params.append(text)
+    settings = ServiceSettings(
+        policy=policy,
+        command=None if is_builtin(request.command) else request.command,
+        cluster=request.cluster,
+        round_seconds=request.round_seconds,
+        config=kept["config"][0] if "config" in kept else None,
+        throughputs=kept["throughputs"][0] if "throughputs" in kept else None,
+        inputs=dict(kept.values()),
+        placement=request.placement,  # type: ignore[arg-type]
+        max_restarts=request.max_restarts,
+        realloc_seconds=request.realloc_seconds,
+        policy_params=params,
+    )
+    return _reading(request, settings, policy), settings
+
+
+def _resumed(request: ServeRequest, journal: Journal, policy: str) -> tuple[ServeRequest, ServiceSettings]:
+    """The journal's service (a resumed service is the one that stopped), with the invocation's policy and command,
+    which must be the service's."""
+    if "service_jobs" not in journal.settings():
+        raise InputError(
+            "the journal holds no service to resume (was it written by `shockwave run`?)", path=journal.path
+        )
+    saved = journal.settings_as(ServiceSettings)
+    require_same("policy", saved.policy, policy, "--policy", journal.path)
+    journaled = None if is_builtin(saved.command) else saved.command
+    given = None if is_builtin(request.command) else request.command
+    require_same("command", journaled, given, "--job-command", journal.path)
+    return _reading(request, saved, policy, journal.path), saved
+
+
+def _reading(
+    request: ServeRequest, settings: ServiceSettings, policy: str, journal: Path | None = None
+) -> ServeRequest:
+    """The request with the settings' data, its files read from their copies in the folder (checked against their
+    digests when resuming)."""
+
+    def copy(key: str, name: str | None) -> Path | None:
+        if name is None:
+            return None
+        if journal is None:
+            return request.out / name
+        return kept_input(request.out, name, settings.inputs, journal, key)
+
+    params = []
+    for text in settings.policy_params:
+        named = _file_param(text)
+        params.append(text if named is None else f"{named[0]}={copy(named[0], named[1])}")
+    return dataclasses.replace(
+        request,
+        policy=policy,
+        cluster=settings.cluster,
+        round_seconds=settings.round_seconds,
+        config=copy("config", settings.config),
+        throughputs=copy("throughputs", settings.throughputs),
+        placement=settings.placement,
+        max_restarts=settings.max_restarts,
+        realloc_seconds=settings.realloc_seconds,
+        policy_params=tuple(params),
     )
 
 
@@ -167,60 +243,72 @@ def serve(
     """Run the service until `stop` is set; returns the run's result (also written to DIR/results.json).
     `backend` makes the cluster's backend (default: Ray); `command` is recorded in the result's provenance; `ready`
     is called with the URL once the service listens (after Ray has started, which installs signal handlers of its
-    own: the CLI installs its handlers there)."""
+    own: the CLI installs its handlers there). The folder is this process's alone while it serves (`FolderLock`)."""
+    _check(request)
+    if backend is None:
+        require_extra("ray", "cluster", "shockwave serve")
+    with FolderLock(private_folder(request.out, "service folder")):
+        return _serve(request, stop, backend, command, ready)
+
+
+def _serve(
+    request: ServeRequest,
+    stop: threading.Event,
+    backend: Callable[[ClusterSpec], Backend] | None,
+    command: list[str] | None,
+    ready: Callable[[str], None] | None,
+) -> dict[str, Any]:
     from shockwave.policies.registry import parse_policy_params, policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
 
-    ensure_writable(request.out)
-    _check(request)
-    journal = Journal(request.out / JOURNAL_FILE)
-    if request.resume:
-        request = _resumed(request, journal.settings(), journal.path)
+    journal_path = request.out / JOURNAL_FILE
+    if request.resume and not journal_path.exists():
+        raise InputError("no journal to resume from: start the service without --resume", path=journal_path)
+    if not request.resume and journal_path.exists():
+        raise InputError(
+            "a service has run here: add --resume to continue it, or choose another --out", path=journal_path
+        )
     store = Store(request.out)
     if not request.resume and store.jobs():
         raise InputError("this folder's queue has jobs but no journal: choose another --out", path=store.path)
-    assert request.cluster is not None  # checked, or journaled
+    info = policy_info(request.policy)  # the operator's: a file's class is loaded because they named it
+    journal = Journal(journal_path) if request.resume else None
+    if journal is not None:
+        request, settings = _resumed(request, journal, info.name)
+    else:
+        request, settings = _started(request, info.name)
+    assert request.cluster is not None
     cluster = ClusterSpec.parse(request.cluster)
-    info = policy_info(request.policy)
-    request = dataclasses.replace(request, policy=info.name)
-    request = dataclasses.replace(request, policy_params=tuple(_absolute(text) for text in request.policy_params))
     params = parse_policy_params(info.name, request.policy_params)
     entities = read_entities(params["entities"]) if params.get("entities") is not None else None
     params = {**params, **({"entities": entities} if entities is not None else {})}
     config = ShockwaveConfig.from_json(request.config) if request.config else None
     tm = load_throughputs(request.throughputs)
+    require_gpu_types(tm, cluster.types)
     interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     policy = info.offered(params, min_realloc_interval_s=interval, config=config)
     SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
-    saved = journal.settings()
-    link = QueueLink.restored(store, saved.get("service_jobs", []), entities)
-    jobs = [spec.trace_job(arrival) for spec, arrival in zip(link.specs, link.arrivals, strict=True)]
-    profiles = [build_profile(job, tm) for job in jobs]
-    snapshot = (
-        Snapshot.loads(journal.snapshot(), policy, jobs, profiles, journal.path)
-        if request.resume
-        else Snapshot(policy, {}, [])
+    link = (
+        QueueLink.restored(store, settings.service_jobs, entities, journal_path)
+        if journal is not None
+        else QueueLink(store, entities)
     )
+    jobs = link.trace()
+    profiles = [build_profile(job, tm) for job in jobs]
+    if journal is not None:
+        records = journal.jobs()
+        snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, journal.path)
+    else:
+        journal, records, snapshot = Journal(journal_path), {}, Snapshot(policy, {}, [])
+    checkpoints = private_subfolder(request.out / CHECKPOINTS)
+    require_resumable(records, jobs, checkpoints, journal.path)
     token = _token(request.out, request.resume)
     (request.out / ENDPOINT_FILE).unlink(missing_ok=True)  # a killed service's: clients wait for the new one
-    if backend is None:
-        require_extra("ray", "cluster", "shockwave serve")
-        from shockwave.runtime.ray_backend import RayBackend
-
-        cluster_backend: Backend = RayBackend(cluster, request.address, request.placement)
-    else:
-        cluster_backend = backend(cluster)
+    cluster_backend = backend(cluster) if backend is not None else _ray(cluster, request)
     store.clock = cluster_backend.clock.now
-    settings = RuntimeSettings(
-        round_seconds=request.round_seconds,
-        hold_seconds=max(1.0, request.round_seconds / 2),
-        max_restarts=request.max_restarts,
-        command=shlex.split(request.command),
-        checkpoints=request.out / "checkpoints",
-    )
     scheduler = ServiceScheduler(
         link,
-        request.out / LOG_FOLDER,
+        private_subfolder(request.out / LOG_FOLDER),
         jobs=jobs,
         profiles=profiles,
         throughputs=tm,
@@ -228,9 +316,9 @@ def serve(
         policy=snapshot.policy,
         backend=cluster_backend,
         journal=journal,
-        settings=settings,
-        run_settings={**saved, **_journaled(request)},
-        records=journal.jobs(),
+        settings=RuntimeSettings.of(request.round_seconds, request.max_restarts, request.command, checkpoints),
+        run_settings=settings.model_dump(mode="json", exclude_none=True),
+        records=records,
         rounds=snapshot.rounds,
         admitted=snapshot.jobs,
         stop=stop,
@@ -249,19 +337,32 @@ def serve(
         if server is not None:
             server.stop()
         cluster_backend.close()
+    return _result(request, info.label, scheduler, tm, command)
+
+
+def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:
+    from shockwave.runtime.ray_backend import RayBackend
+
+    return RayBackend(cluster, request.address, request.placement)
+
+
+def _result(
+    request: ServeRequest, label: str, scheduler: ServiceScheduler, tm: ThroughputModel, command: list[str] | None
+) -> dict[str, Any]:
+    """The run so far, as `shockwave run` reports one (DIR/results.json), with the jobs' names."""
     write_trace(scheduler.jobs, request.out / TRACE_FILE)
     as_run = RunRequest(
         trace=request.out / TRACE_FILE,
         policy=request.policy,
-        gpus=cluster.gpus,
+        gpus=scheduler.cluster.gpus,
         out=request.out,
         round_seconds=request.round_seconds,
-        cluster=cluster.describe(),
+        cluster=scheduler.cluster.describe(),
         realloc_seconds=request.realloc_seconds,
     )
-    result = run_result(as_run, info.label, scheduler, tm, scheduler.jobs)
-    result["job_names"] = [spec.name for spec in link.specs]
+    result = run_result(as_run, label, scheduler, tm, scheduler.jobs)
+    result["job_names"] = [scheduler.link.name(i) for i in range(len(scheduler.jobs))]
     if command is not None:
         with_command(result, command)
-    (request.out / "results.json").write_text(json.dumps([result], indent=1))
+    write_atomically(request.out / "results.json", json.dumps([result], indent=1))
     return result

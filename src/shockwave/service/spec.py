@@ -50,8 +50,9 @@ class SpecFieldError(ValueError):
         self.field = field
 
 
-class JobSpec(BaseModel):
-    """What to train, on how many GPUs of which types, for how long, and with what share of the cluster."""
+class JobShape(BaseModel):
+    """What to train, on how many GPUs of which types, for how long, and with what share of the cluster: a job but
+    its command, which is what the service's journal keeps of a job it took in (never a command to run)."""
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True)
 
@@ -60,8 +61,6 @@ class JobSpec(BaseModel):
     family: str
     """A catalog family (`shockwave.workload_model.catalog.FAMILIES`): the model whose throughputs the policy uses,
     and the workload that runs when there is no command (one of WORKLOAD_FAMILIES then)."""
-    command: Annotated[list[Argument], Field(min_length=1, max_length=256)] | None = None
-    """The program and its arguments; None: the family's built-in workload."""
     mode: Mode = "static"
     """Batch-size adaptation: none (static), Accordion's or GNS's."""
     batch_size: Annotated[int, Field(ge=1)] | None = None
@@ -100,12 +99,6 @@ class JobSpec(BaseModel):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         fam = family(self.family)
-        if self.command is None and self.family not in WORKLOAD_FAMILIES:
-            raise SpecFieldError(
-                "command",
-                f"{self.family} has no built-in workload: give a command "
-                f"(families with one: {', '.join(WORKLOAD_FAMILIES)})",
-            )
         if self.batch_size is None:
             self.batch_size = fam.template_batch_sizes[0]
         elif not fam.min_batch_size <= self.batch_size <= fam.max_batch_size:
@@ -167,6 +160,27 @@ class JobSpec(BaseModel):
         """The job as the scheduling loop admits it: a trace line of its family, with its weight."""
         job = catalog_job(self.family, self.initial_batch_size, self.gpus, self.total_steps, self.mode, arrival)
         return dataclasses.replace(job, priority_weight=self.weight)
+
+
+class JobSpec(JobShape):
+    """A job as submitted: its shape and what runs."""
+
+    command: Annotated[list[Argument], Field(min_length=1, max_length=256)] | None = None
+    """The program and its arguments; None: the family's built-in workload."""
+
+    @model_validator(mode="after")
+    def _runnable(self) -> Self:
+        if self.command is None and self.family not in WORKLOAD_FAMILIES:
+            raise SpecFieldError(
+                "command",
+                f"{self.family} has no built-in workload: give a command "
+                f"(families with one: {', '.join(WORKLOAD_FAMILIES)})",
+            )
+        return self
+
+    @property
+    def shape(self) -> JobShape:
+        return JobShape.model_validate(self.model_dump(exclude={"command"}))
 
     @classmethod
     def from_mapping(cls, raw: Any, *, path: str | Path | None = None) -> JobSpec:

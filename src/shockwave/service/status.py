@@ -9,13 +9,22 @@ from rich.table import Table
 
 from shockwave.service.store import Job
 
-STATE_STYLES = {"queued": "yellow", "running": "cyan", "done": "green", "cancelled": "dim", "failed": "red"}
+STATE_STYLES = {
+    "queued": "yellow",
+    "running": "cyan",
+    "done": "green",
+    "cancelled": "dim",
+    "failed": "red",
+    "invalid": "bold red",
+}
 
 
 def gpus_of(job: Job) -> str:
     """The GPUs it holds ('2x v100'), or those it asks for ('2x any', '1x v100/k80') while it holds none."""
     if job.gpu_type is not None and job.gpus:
         return f"{job.gpus}x {job.gpu_type}"
+    if job.spec is None:  # an invalid row: nothing it asks for can be trusted
+        return "-"
     return f"{job.spec.gpus}x {'/'.join(job.spec.gpu_types or ['any'])}"
 
 

@@ -3,12 +3,17 @@
 The HTTP API writes submissions and cancellations here and returns at once; the scheduler loop polls for them
 (`new_since`, `pending_cancellations`) and writes back what it decided and measured (`update`). Each call opens its
 own connection, so the API's threads and the scheduler's (or another process) never share one, and WAL mode lets
-readers go on while one of them writes. A restarted service finds the queue as it was. Everything is JSON text
-and numbers: nothing read back is code.
+readers go on while one of them writes. A restarted service finds the queue as it was. The file is its owner's
+alone (0600).
 
-States: `queued` (waiting, or admitted but not yet granted GPUs), `running`, and the final ones `done`,
-`cancelled` and `failed`. A final state never changes: a scheduler that reports progress on a job the operator has
-just cancelled is told so (`update` returns False) instead of bringing it back.
+Every row read back is validated by the model it is shown as (`Job`, `Round`), strictly: a row that does not pass
+(a hand-edited or corrupt one) is quarantined, not fatal: it reads as a job in state `invalid` whose `reason` names
+the row and the field, and the scheduler never takes it in, while every other job goes on. A corrupt round is left
+out of what the dashboard shows.
+
+States: `queued` (waiting, or admitted but not yet granted GPUs), `running`, the final ones `done`, `cancelled` and
+`failed`, and `invalid` (a quarantined row). A final state never changes: a scheduler that reports progress on a job
+the operator has just cancelled is told so (`update` returns False) instead of bringing it back.
 
 The scheduler also records each round (`record_round`: GPUs busy per type and its plan) for the dashboard, which
 polls `version()`, a counter that triggers raise on every change of a job or a new round, to send only news.
@@ -18,19 +23,25 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Literal, TypedDict, Unpack, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shockwave.errors import InputError
+from shockwave.io.private import private_file
+from shockwave.runtime.journal import problem
 from shockwave.service.spec import JobSpec
 
+log = logging.getLogger(__name__)
 STORE_FILE = "service.sqlite"
-State = Literal["queued", "running", "done", "cancelled", "failed"]
+State = Literal["queued", "running", "done", "cancelled", "failed", "invalid"]
 STATES: tuple[str, ...] = get_args(State)
 FINAL_STATES = ("done", "cancelled", "failed")
 
@@ -89,27 +100,30 @@ COLUMNS = (
 class Job(BaseModel):
     """A submitted job as the queue shows it."""
 
+    model_config = ConfigDict(strict=True, allow_inf_nan=False)
+
     id: int
     """Submission order, from 1."""
     name: str
     state: State
     submitted_s: float
     """Unix time of the submission."""
-    spec: JobSpec
-    total_steps: int
+    spec: JobSpec | None
+    """What was submitted (None: the row is invalid, see `reason`)."""
+    total_steps: Annotated[int, Field(ge=0)]
     """Its length in steps at `batch_size` (a batch-size switch converts the steps done and to do)."""
-    batch_size: int
+    batch_size: Annotated[int, Field(ge=0)]
     """The batch size it trains at now (the spec's initial one until the scheduler reports a switch)."""
-    progress_steps: int
+    progress_steps: Annotated[int, Field(ge=0)]
     gpu_type: str | None
     """The GPU type it runs on (None while it holds no GPUs)."""
-    gpus: int | None
+    gpus: Annotated[int, Field(ge=1)] | None
     estimated_finish_s: float | None
     """Unix time the scheduler expects it to finish."""
-    rho: float | None
+    rho: Annotated[float, Field(ge=0)] | None
     """Finish-time fairness as the scheduler last estimated it (<= 1: no later than on its fair share)."""
     reason: str | None
-    """Why it failed, or another word from the scheduler."""
+    """Why it failed, or another word from the scheduler; for an invalid row, what is wrong with it."""
     cancel_pending: bool
     """Cancelled, but the scheduler has not yet confirmed it stopped (or dropped) the job."""
 
@@ -168,7 +182,8 @@ class Store:
         self.path = folder / STORE_FILE
         self.clock = clock
         try:
-            folder.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_file(self.path, "service's store")
             with self._connect() as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.executescript(SCHEMA)
@@ -277,16 +292,19 @@ class Store:
             db.execute("UPDATE jobs SET cancel_pending = 0 WHERE id = ?", (job_id,))
 
     def counts(self) -> dict[str, int]:
-        """Jobs in each state (every state, zeros included)."""
-        with self._connect() as db:
-            found = dict(db.execute("SELECT state, COUNT(*) FROM jobs GROUP BY state").fetchall())
+        """Jobs in each state (every state, zeros included; a quarantined row counts as invalid)."""
+        found = Counter(job.state for job in self.jobs())
         return {state: found.get(state, 0) for state in STATES}
 
     def version(self) -> int:
         """A counter that grows whenever a job is added or changed or a round recorded: one cheap read tells a
-        watcher whether there is news."""
+        watcher whether there is news. A counter that is not a number (a hand-edited file) is started again."""
         with self._connect() as db:
-            return int(db.execute("SELECT counter FROM version").fetchone()[0])
+            found = db.execute("SELECT counter FROM version WHERE id = 1").fetchone()
+            if found is None or type(found[0]) is not int:
+                db.execute("INSERT OR REPLACE INTO version (id, counter) VALUES (1, 0)")
+                return 0
+            return found[0]
 
     def record_round(self, time_s: float, busy: Mapping[str, int], plan: Iterable[Placement]) -> Round:
         """The scheduler's account of a round it started: GPUs busy per type and which job runs where."""
@@ -304,12 +322,68 @@ class Store:
         """The last `limit` rounds recorded, oldest first."""
         with self._connect() as db:
             rows = db.execute("SELECT id, time_s, busy, plan FROM rounds ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
-        return [
-            Round(id=row_id, time_s=time_s, busy=json.loads(busy), plan=json.loads(plan))
-            for row_id, time_s, busy, plan in reversed(rows)
-        ]
+        rounds = []
+        for row_id, time_s, busy, plan in reversed(rows):
+            try:
+                rounds.append(Round(id=row_id, time_s=time_s, busy=_json(busy), plan=_json(plan)))
+            except (ValueError, TypeError) as exc:  # ValidationError is a ValueError
+                log.warning("%s: round %s is not valid and is not shown (%s)", self.path, row_id, _first(exc))
+        return rounds
+
+
+def _json(text: object) -> object:
+    if not isinstance(text, str):
+        raise TypeError(f"expected JSON text, got {type(text).__name__}")
+    return json.loads(text)
+
+
+def _first(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        return f"field '{'.'.join(str(p) for p in first.get('loc', ()))}': {first.get('msg')}"
+    return str(error)
 
 
 def _job(row: dict[str, object]) -> Job:
-    spec = JobSpec.model_validate_json(str(row["spec"]))
-    return Job.model_validate({**row, "spec": spec, "cancel_pending": bool(row["cancel_pending"])})
+    """The row as a job, or (when it is not valid) quarantined: a job in state `invalid` saying what is wrong."""
+    try:
+        spec = JobSpec.model_validate_json(_text(row["spec"], "spec"), strict=True)
+        if spec.name != row["name"]:
+            raise ValueError(f"the row's name {row['name']!r} is not its spec's {spec.name!r}")
+        if row["cancel_pending"] not in (0, 1):
+            raise ValueError(f"cancel_pending must be 0 or 1, got {row['cancel_pending']!r}")
+        return Job.model_validate({**row, "spec": spec, "cancel_pending": bool(row["cancel_pending"])})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(part) for part in first.get("loc", ()))
+        field = loc if exc.title == Job.__name__ else ".".join(filter(None, ("spec", loc)))
+        return _quarantined(row, f"field '{field}': {problem(first)}")
+    except ValueError as exc:
+        return _quarantined(row, str(exc))
+
+
+def _text(value: object, column: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"field '{column}': expected JSON text, got {type(value).__name__}")
+    return value
+
+
+def _quarantined(row: dict[str, object], why: str) -> Job:
+    """An invalid row as the queue shows it: its id, its name if it has one, what is wrong; never run."""
+    row_id, name, submitted = row["id"], row["name"], row["submitted_s"]
+    return Job(
+        id=row_id if type(row_id) is int else 0,
+        name=name if isinstance(name, str) and name.isprintable() and len(name) <= 256 else f"#{row_id}",
+        state="invalid",
+        submitted_s=submitted if type(submitted) is float and math.isfinite(submitted) else 0.0,
+        spec=None,
+        total_steps=0,
+        batch_size=0,
+        progress_steps=0,
+        gpu_type=None,
+        gpus=None,
+        estimated_finish_s=None,
+        rho=None,
+        reason=f"row {row_id} of the queue is invalid: {why}",
+        cancel_pending=False,
+    )
