@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gavel_reference.py
 	$(BIN)/python benchmarks/gavel_figure8.py
 	$(BIN)/python benchmarks/service_latency.py
+	$(BIN)/python benchmarks/service_latency.py --queued 1700 --readers 30
 
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py

@@ -142,7 +142,9 @@ def test_a_changed_copy_of_an_input_is_refused_naming_it(killed: tuple[Path, Vir
     folder, clock = killed
     [kept] = (folder / "inputs").glob("trace*")
     kept.write_text(kept.read_text().replace("\t800\t", "\t900\t", 1))
-    with pytest.raises(InputError, match=r"inputs/trace\.trace: this copy of the run's trace changed since the run started"):
+    with pytest.raises(
+        InputError, match=r"inputs/trace\.trace: this copy of the run's trace changed since the run started"
+    ):
         resume(folder, clock)
 
 
@@ -234,7 +236,7 @@ def test_the_cli_refuses_a_bad_journal_value_in_one_line(killed: tuple[Path, Vir
 
 def test_absurd_rounds_are_refused_on_the_command_line_too(tmp_path: Path) -> None:
     trace = write_runtime_trace(tmp_path / "rt8.trace")
-    with pytest.raises(InputError, match="--round-seconds must be <= 86400"):
+    with pytest.raises(InputError, match=r"--round-seconds must be a number from 0\.01 to 86400, got 1e\+300"):
         run(request(trace, tmp_path / "r", round_seconds=1e300), lambda req: FakeBackend(4))
     assert not (tmp_path / "r").exists()  # refused before any folder was made
 
@@ -290,3 +292,14 @@ def test_a_missing_extra_is_found_before_any_folder_is_made(tmp_path: Path, monk
     with pytest.raises(InputError, match="needs ray"):
         run(request(trace, tmp_path / "new"))
     assert not (tmp_path / "new").exists()
+
+
+def test_a_snapshot_changed_outside_shockwave_is_refused_by_its_digest(killed: tuple[Path, VirtualClock]) -> None:
+    """The policy's own state is checked whole: a well-formed but changed value could mislead the policy later."""
+    folder, clock = killed
+    with sqlite3.connect(folder / "journal.sqlite") as db:
+        data = json.loads(db.execute("SELECT data FROM memory").fetchone()[0])
+        data["rounds"] = data["rounds"][:-1]
+        db.execute("UPDATE memory SET data = ?", (json.dumps(data),))
+    with pytest.raises(InputError, match=r"table memory, row 0: field 'data': the scheduler's snapshot does not match"):
+        resume(folder, clock)

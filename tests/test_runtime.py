@@ -521,24 +521,14 @@ def test_a_gpu_type_no_job_can_run_on_is_one_clear_error(typed: dict[str, Path],
     assert "Traceback" not in cli.stderr
 
 
-def test_a_journal_from_before_gpu_types_resumes_on_its_one_type(tmp_path: Path) -> None:
-    """Its records kept rates by batch size alone, and its settings the one type by name."""
-    from shockwave.runtime.run import _resumed
-
+def test_a_journal_of_an_earlier_layout_is_refused_in_one_line(trace: Path, tmp_path: Path) -> None:
+    """Journals of before named their trace where it was and kept the job command to run: nothing is migrated."""
     journal = Journal(tmp_path / "journal.sqlite")
     with journal.db as db:
-        for key, value in (("gpu_type", "k80"), ("gpus", 4), ("trace", "t.trace"), ("policy", "fifo")):
+        for key, value in (("gpus", 4), ("trace", str(trace)), ("policy", "fifo"), ("command", "python x.py")):
             db.execute("INSERT INTO settings VALUES (?, ?)", (key, json.dumps(value)))
-        db.execute("INSERT INTO settings VALUES (?, ?)", ("round_seconds", json.dumps(10.0)))
-        record = {"id": 0, "total_steps": 90, "batch_size": 32, "starts": [1.0, 5.0], "run_seconds": 7.0}
-        record |= {"rates": {"32": 12.5}}
-        db.execute("INSERT INTO jobs VALUES (?, ?)", (0, json.dumps(record)))
-    old = journal.jobs()[0]
-    assert old.rates == {"k80": {"32": 12.5}} and old.gpu_types == ["k80", "k80"]
-    assert old.run_seconds_by_type == {"k80": 7.0}
-    resumed, _ = _resumed(RunRequest(trace=Path(), policy="fifo", gpus=99, out=tmp_path, resume=True), journal, "fifo")
-    assert resumed.cluster == "k80:4" and resumed.cluster_spec.describe() == "k80:4"
-    assert resumed.trace == Path("t.trace")  # a journal of before named its trace where it was
+    with pytest.raises(InputError, match=r"row 'layout': this journal was written by an earlier shockwave"):
+        run(request(trace, tmp_path, "fifo", resume=True), lambda req: FakeBackend(4))
 
 
 # -- the job-side client -------------------------------------------------------------------------------------------

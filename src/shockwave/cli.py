@@ -621,6 +621,8 @@ def sweep_cmd(
     spec = spec_from(raw, base, spec_file)
     if address is not None and not ray:
         raise InputError("--address joins a Ray cluster: add --ray")
+    if ray:
+        require_extra("ray", "cluster", "--ray")  # before any folder is made
     folder = output or (Path("results") / spec_file.stem if spec_file is not None else None)
     if folder is None:
         raise InputError("--out is required without a sweep file")

@@ -19,6 +19,9 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 from shockwave.errors import InputError
 from shockwave.io.atomic import write_atomically
@@ -46,7 +49,10 @@ LIMITS = {
     "prices": PRICES_LIMIT,
 }
 """How large each kind of input may be (`shockwave.io.text`)."""
-_KEPT = re.compile(rf"^{INPUTS}/[A-Za-z0-9][\w.-]{{0,63}}$")
+KeptName = Annotated[str, Field(pattern=rf"^{INPUTS}/[A-Za-z0-9][\w.-]{{0,63}}$")]
+"""An input's copy in the folder, by its name there: a journal cannot point anywhere else."""
+Digests = dict[KeptName, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]]
+"""Each copied input's SHA-256, by its name in the folder."""
 BUILTIN_ARGUMENTS = ("-m", "shockwave.training.train", "--family", "{family}", "--mode", "{mode}", "--seed", "{job_id}")
 """The built-in workload's command after the interpreter: {family}, {mode} and {job_id} are filled in per job."""
 DEFAULT_COMMAND = shlex.join([sys.executable, *BUILTIN_ARGUMENTS])
@@ -64,12 +70,8 @@ def keep_input(folder: Path, source: Path, key: str, what: str) -> tuple[str, st
 
 
 def kept_input(folder: Path, name: str, digests: dict[str, str], journal: Path, key: str) -> Path:
-    """The input the journal's setting `key` names: a file of `folder/inputs/` whose content is still what the run
-    started with. A journal of before relocatable folders named the file where it was (kept as it was read then)."""
-    if not name.startswith(f"{INPUTS}/"):
-        return Path(name)
-    if not _KEPT.match(name):
-        raise InputError(f"expected a file of {INPUTS}/, got {name!r}", path=journal, row=row("settings", key))
+    """The input the journal's setting `key` names (a file of `folder/inputs/`, checked by the settings' model),
+    whose content must still be what the run started with."""
     if name not in digests:
         raise InputError(f"no digest of {name} is journaled", path=journal, row=row("settings", "inputs"))
     path = folder / name

@@ -14,24 +14,28 @@ it: a resumed run's come from its command line and are only compared with what t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from shockwave.errors import InputError
 from shockwave.io.private import private_file
-from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 SETTLED = ("done", "failed", "cancelled")
 """A job's final statuses: it never runs again."""
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (id INTEGER PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS memory (id INTEGER PRIMARY KEY CHECK (id = 0), data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS memory (id INTEGER PRIMARY KEY CHECK (id = 0), data TEXT NOT NULL, sha256 TEXT NOT NULL);
 """
+LAYOUT = 2
+"""What a journal holds, written with every run's settings: 2, a self-contained folder (copied inputs, checkpoints by
+name, the operator's policy and command only compared). A journal of another layout (one written before, naming its
+trace where it was) is resumed by the version that wrote it, or its run started anew: nothing is migrated."""
 CHECKPOINT_NAME = r"^job-\d{1,9}-switch\d{1,9}-step\d{1,18}\.ckpt$"
 """A checkpoint is a file of the run's `checkpoints/` folder, by name alone: a journal cannot point anywhere else."""
 
@@ -117,12 +121,6 @@ class JobRecord(BaseModel):
     """Seconds each batch-size change cost the job: from its last report at the old size (checkpoint written) to its
     first step at the new one (exit, relaunch, start-up); a replay loses as much at a switch within a round."""
 
-    @field_validator("checkpoint", mode="before")
-    @classmethod
-    def _by_name(cls, value: object) -> object:
-        """Journals of before kept the checkpoint's path as the run saw it: only its name in the folder counts."""
-        return Path(value).name if isinstance(value, str) and "/" in value else value
-
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.steps > self.total_steps:
@@ -171,10 +169,20 @@ class Journal:
             field = ".".join(str(part) for part in inner) or "value"
             raise InputError(problem(first), path=self.path, row=row("settings", key), field=field) from None
 
+    def require_layout(self, what: str) -> None:
+        """Refuse a journal that holds no `what` to resume, or one of another layout (`LAYOUT`)."""
+        layout = self.settings().get("layout")
+        if layout is None and not self.settings():
+            raise InputError(f"the journal holds no {what} to resume", path=self.path)
+        if layout != LAYOUT:
+            raise InputError(
+                f"this journal was written by an earlier shockwave (layout {layout!r}; this one reads {LAYOUT}: run "
+                "folders that keep their own inputs): resume it with the version that started it, or start anew",
+                path=self.path,
+                row=row("settings", "layout"),
+            )
+
     def jobs(self) -> dict[int, JobRecord]:
-        one_type = self.settings().get("gpu_type", DEFAULT_GPU_TYPE)
-        if not isinstance(one_type, str):
-            raise InputError("expected a GPU type's name", path=self.path, row=row("settings", "gpu_type"))
         records = {}
         for row_id, text in self._rows("SELECT id, record FROM jobs ORDER BY id"):
             where = row("jobs", row_id)
@@ -182,7 +190,7 @@ class Journal:
             if not isinstance(data, dict):
                 raise InputError("expected a JSON object (a job's record)", path=self.path, row=where, field="record")
             try:
-                record = JobRecord.model_validate(_legacy(data, one_type), strict=True)
+                record = JobRecord.model_validate(data, strict=True)
             except ValidationError as exc:
                 raise refusal(exc, self.path, where) from None
             if record.id != row_id:
@@ -198,15 +206,35 @@ class Journal:
         except (ValueError, RecursionError) as exc:
             raise InputError(f"not valid JSON: {exc}", path=self.path, row=where, field=field) from None
 
-    def snapshot(self) -> object:
-        """The scheduler's snapshot as stored (in the `memory` table): JSON text, or bytes from a journal of before
-        snapshot format 1 (never decoded here: `Snapshot.loads` refuses them and anything else)."""
-        found = self._rows("SELECT data FROM memory WHERE id = 0")
-        return found[0][0] if found else None
+    def snapshot(self) -> str | bytes | None:
+        """The scheduler's snapshot as stored (in the `memory` table), once its SHA-256 says it is what was written.
+
+        The snapshot is the policy's own state, which only its `load_state_dict` reads: a value changed inside it
+        could pass as well-formed and mislead the policy later, so the whole is checked against its digest instead
+        (rows the journal's models validate field by field need none)."""
+        found = self._rows("SELECT data, sha256 FROM memory WHERE id = 0")
+        if not found:
+            return None
+        data, digest = found[0]
+        where = row("memory", 0)
+        if isinstance(data, bytes):  # a pickle from before snapshot format 1: never decoded (`Snapshot.loads`)
+            return data
+        if not isinstance(data, str):
+            raise InputError(f"expected JSON text, got {type(data).__name__}", path=self.path, row=where, field="data")
+        if digest != hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest():
+            raise InputError(
+                "the scheduler's snapshot does not match its SHA-256: it was changed or damaged outside shockwave "
+                "(resume from an intact copy of the folder, or start the run anew)",
+                path=self.path,
+                row=where,
+                field="data",
+            )
+        return data
 
     def save(self, settings: dict[str, Any], jobs: list[JobRecord], snapshot: str) -> None:
         with self.db:
-            self.db.execute("INSERT OR REPLACE INTO memory VALUES (0, ?)", (snapshot,))
+            digest = hashlib.sha256(snapshot.encode()).hexdigest()
+            self.db.execute("INSERT OR REPLACE INTO memory VALUES (0, ?, ?)", (snapshot, digest))
             self.db.executemany(
                 "INSERT OR REPLACE INTO settings VALUES (?, ?)", [(k, json.dumps(v)) for k, v in settings.items()]
             )
@@ -216,21 +244,3 @@ class Journal:
 
     def close(self) -> None:
         self.db.close()
-
-
-def _legacy(data: dict[str, Any], one_type: str) -> dict[str, Any]:
-    """A record of before as one of now. Journals from before GPU types on Ray ran on one type (`one_type`, their
-    run's) and kept rates by batch size alone: everything they measured and ran was on that type; those from before
-    pairs ran every lease alone; `run_seconds` is derived now."""
-    if "gpu_types" not in data:
-        starts = data.get("starts", [])
-        data = {
-            **data,
-            "gpu_types": [one_type] * len(starts) if isinstance(starts, list) else starts,
-            "rates": {one_type: data.get("rates", {})},
-            "run_seconds_by_type": {one_type: data.get("run_seconds", 0.0)},
-        }
-    if "partners" not in data:
-        starts = data.get("starts", [])
-        data = {**data, "partners": [None] * len(starts) if isinstance(starts, list) else starts}
-    return {k: v for k, v in data.items() if k != "run_seconds"}

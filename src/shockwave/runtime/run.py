@@ -37,8 +37,17 @@ from shockwave.metrics import JobOutcome, summarize_run
 from shockwave.provenance import provenance, with_command
 from shockwave.results import Result
 from shockwave.runtime.backend import Backend
-from shockwave.runtime.folder import CHECKPOINTS, is_builtin, keep_input, kept_input, require_resumable, require_same
-from shockwave.runtime.journal import JobRecord, Journal
+from shockwave.runtime.folder import (
+    CHECKPOINTS,
+    Digests,
+    KeptName,
+    is_builtin,
+    keep_input,
+    kept_input,
+    require_resumable,
+    require_same,
+)
+from shockwave.runtime.journal import LAYOUT, JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import build_profile, isolated_time, load_workload, schedule_from_switches
@@ -201,13 +210,14 @@ class _Measured:
         return self.fallback.throughput(model, batch_size, gpus, gpu_type)
 
 
-MAX_ROUND_SECONDS = 86_400.0
-"""A day: rounds last seconds to minutes (Gavel's 6, Shockwave's 2); a longer one is a typo (a journal's 1e300 started
-Ray and waited forever)."""
+MIN_ROUND_SECONDS, MAX_ROUND_SECONDS = 0.01, 86_400.0
+"""Rounds last seconds to minutes (Gavel's 6, Shockwave's 2; tests' a tenth of a second): a round of more than a day,
+or of less than a hundredth of a second, is a typo (a journal's 1e300 started Ray and waited forever; 1e-311 plans
+rounds that never end anything)."""
 MAX_TIME_SCALE = 1e6
 MAX_RESTARTS = 1000
 Placement = Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"]
-RoundSeconds = Annotated[float, Field(gt=0, le=MAX_ROUND_SECONDS)]
+RoundSeconds = Annotated[float, Field(ge=MIN_ROUND_SECONDS, le=MAX_ROUND_SECONDS)]
 
 
 class RunSettings(BaseModel):
@@ -216,19 +226,17 @@ class RunSettings(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
+    layout: Literal[2] = LAYOUT
     policy: Annotated[str, Field(min_length=1, max_length=4096)]
     command: Annotated[str, Field(max_length=65_536)] | None = None
     """None: the built-in workload."""
-    trace: Annotated[str, Field(min_length=1, max_length=4096)]
-    """The trace's copy in the folder (`inputs/trace`); journals of before: the trace's path as given."""
-    throughputs: Annotated[str, Field(max_length=4096)] | None = None
-    config: Annotated[str, Field(max_length=4096)] | None = None
-    inputs: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(default_factory=dict)
-    """Each copied input's SHA-256, by its name in the folder."""
+    trace: KeptName
+    """The trace's copy in the folder (`inputs/trace...`)."""
+    throughputs: KeptName | None = None
+    config: KeptName | None = None
+    inputs: Digests
     gpus: Annotated[int, Field(ge=1, le=MAX_GPUS)]
     cluster: Annotated[str, Field(max_length=4096)] | None = None
-    gpu_type: Annotated[str, Field(max_length=64)] | None = None
-    """Journals from before GPU types on Ray: the one type they ran on."""
     round_seconds: RoundSeconds
     time_scale: Annotated[float, Field(gt=0, le=MAX_TIME_SCALE)] = 1.0
     placement: Placement = "PACK"
@@ -239,12 +247,18 @@ class RunSettings(BaseModel):
     rounds: Annotated[int, Field(ge=0)] = 0
 
 
+def require_round_seconds(seconds: float) -> None:
+    if not (math.isfinite(seconds) and MIN_ROUND_SECONDS <= seconds <= MAX_ROUND_SECONDS):
+        raise InputError(
+            f"--round-seconds must be a number from {MIN_ROUND_SECONDS:g} to {MAX_ROUND_SECONDS:g}, got {seconds}"
+        )
+
+
 def _check_flags(request: RunRequest) -> None:
     """The invocation's numbers, before anything is created or started."""
-    if not all(math.isfinite(v) and v > 0 for v in (request.time_scale, request.round_seconds)):
-        raise InputError("--time-scale and --round-seconds must be finite numbers > 0")
-    if request.round_seconds > MAX_ROUND_SECONDS or request.time_scale > MAX_TIME_SCALE:
-        raise InputError(f"--round-seconds must be <= {MAX_ROUND_SECONDS:g} and --time-scale <= {MAX_TIME_SCALE:g}")
+    if not (math.isfinite(request.time_scale) and 0 < request.time_scale <= MAX_TIME_SCALE):
+        raise InputError(f"--time-scale must be a number > 0 and <= {MAX_TIME_SCALE:g}, got {request.time_scale}")
+    require_round_seconds(request.round_seconds)
     realloc = request.realloc_seconds
     if realloc is not None and not (math.isfinite(realloc) and 0 <= realloc <= 1e9):
         raise InputError(f"--realloc-seconds must be a finite number >= 0, got {realloc}")
@@ -280,8 +294,9 @@ def _started(request: RunRequest, policy: str) -> tuple[RunRequest, RunSettings]
 def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunRequest, RunSettings]:
     """The journal's run, with the invocation's policy and command, which must be the run's: its data (the copied
     inputs, the cluster, the round length...) from the journal, checked."""
-    if "trace" not in journal.settings():
-        raise InputError("the journal holds no run to resume", path=journal.path)
+    journal.require_layout("run")
+    if "service_jobs" in journal.settings():
+        raise InputError("the journal is a service's: resume it with `shockwave serve --resume`", path=journal.path)
     saved = journal.settings_as(RunSettings)
     require_same("policy", saved.policy, policy, "--policy", journal.path)
     journaled = None if is_builtin(saved.command) else saved.command
@@ -293,9 +308,6 @@ def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunReq
         key: kept_input(folder, name, saved.inputs, journal.path, key) if name is not None else None
         for key, name in (("trace", saved.trace), ("throughputs", saved.throughputs), ("config", saved.config))
     }
-    cluster = saved.cluster
-    if cluster is None and saved.gpu_type not in (None, DEFAULT_GPU_TYPE):
-        cluster = f"{saved.gpu_type}:{saved.gpus}"  # before GPU types on Ray: one type, by name
     resumed = dataclasses.replace(
         request,
         policy=policy,
@@ -303,7 +315,7 @@ def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunReq
         throughputs=inputs["throughputs"],
         config=inputs["config"],
         gpus=saved.gpus,
-        cluster=cluster,
+        cluster=saved.cluster,
         round_seconds=saved.round_seconds,
         time_scale=saved.time_scale,
         placement=saved.placement,

@@ -21,15 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.io.private import append_private
-from shockwave.runtime.journal import SETTLED, JobRecord
+from shockwave.runtime.journal import MAX_SECONDS, SETTLED, JobRecord
 from shockwave.runtime.scheduler import RuntimeScheduler
 from shockwave.service.api import SchedulerMetrics
 from shockwave.service.spec import JobShape
@@ -48,17 +47,8 @@ class TakenIn(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
     store_id: Annotated[int, Field(ge=1)]
-    arrival: Annotated[float, Field(ge=0)]
-    job: JobShape | None = None
-    """None: a journal of before shapes, whose jobs are the queue's specs."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, value: object) -> object:
-        """Journals of before kept [store id, arrival]."""
-        if isinstance(value, list) and len(value) == 2:
-            return {"store_id": value[0], "arrival": float(value[1]) if type(value[1]) is int else value[1]}
-        return value
+    arrival: Annotated[float, Field(ge=0, le=MAX_SECONDS)]
+    job: JobShape
 
 
 @dataclass
@@ -97,7 +87,7 @@ class QueueLink:
         return [taken.model_dump(mode="json") for taken in self.taken]
 
     @classmethod
-    def restored(cls, store: Store, journaled: list[TakenIn], entities: Entities | None, journal: Path) -> QueueLink:
+    def restored(cls, store: Store, journaled: list[TakenIn], entities: Entities | None) -> QueueLink:
         """The link a journal recorded, with each job's command from the queue, which never forgets a job. A job
         whose row is now invalid or gone keeps its place (the journal has its shape) but is marked `invalid`."""
         by_id = {job.id: job for job in store.new_since(0)}
@@ -105,17 +95,9 @@ class QueueLink:
         for job_id, taken in enumerate(journaled):
             row = by_id.get(taken.store_id)
             spec = row.spec if row is not None else None
-            if spec is None and taken.job is None:  # a journal of before shapes: the queue's spec was the job
-                raise InputError(
-                    f"the journal's job {taken.store_id} is not a valid job of the queue: "
-                    f"{row.reason if row is not None else 'no such row'}",
-                    path=store.path,
-                )
-            link._add(taken if taken.job is not None else taken.model_copy(update={"job": spec.shape}), None)
+            link._add(taken, spec.command if spec is not None else None)
             if spec is None:
                 link.invalid[job_id] = row.reason if row is not None and row.reason else "its queue row is gone"
-            else:
-                link.commands[job_id] = spec.command
         return link
 
     @property
@@ -123,9 +105,7 @@ class QueueLink:
         return self.taken[-1].store_id if self.taken else 0
 
     def shape(self, job_id: int) -> JobShape:
-        shape = self.taken[job_id].job
-        assert shape is not None  # filled in by `restored`
-        return shape
+        return self.taken[job_id].job
 
     def name(self, job_id: int) -> str:
         return self.shape(job_id).name

@@ -14,17 +14,17 @@ and running job, from its last checkpoint, and whatever was submitted or cancell
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
-import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shockwave.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
@@ -34,9 +34,18 @@ from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
 from shockwave.provenance import with_command
 from shockwave.runtime.backend import Backend
-from shockwave.runtime.folder import CHECKPOINTS, is_builtin, keep_input, kept_input, require_resumable, require_same
-from shockwave.runtime.journal import Journal
-from shockwave.runtime.run import MAX_RESTARTS, MAX_ROUND_SECONDS, Placement, RoundSeconds, RunRequest, run_result
+from shockwave.runtime.folder import (
+    CHECKPOINTS,
+    Digests,
+    KeptName,
+    is_builtin,
+    keep_input,
+    kept_input,
+    require_resumable,
+    require_same,
+)
+from shockwave.runtime.journal import LAYOUT, Journal
+from shockwave.runtime.run import MAX_RESTARTS, Placement, RoundSeconds, RunRequest, require_round_seconds, run_result
 from shockwave.runtime.scheduler import RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.service.api import LOG_FOLDER, make_app
@@ -86,14 +95,14 @@ class ServiceSettings(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
 
+    layout: Literal[2] = LAYOUT
     policy: Annotated[str, Field(min_length=1, max_length=4096)]
     command: Annotated[str, Field(max_length=65_536)] | None = None
     cluster: Annotated[str, Field(min_length=1, max_length=4096)]
     round_seconds: RoundSeconds
-    config: Annotated[str, Field(max_length=4096)] | None = None
-    throughputs: Annotated[str, Field(max_length=4096)] | None = None
-    inputs: dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]] = Field(default_factory=dict)
-    """Each copied input's SHA-256, by its name in the folder."""
+    config: KeptName | None = None
+    throughputs: KeptName | None = None
+    inputs: Digests = Field(default_factory=dict)
     placement: Placement = "PACK"
     max_restarts: Annotated[int, Field(ge=0, le=MAX_RESTARTS)] = 3
     realloc_seconds: Annotated[float, Field(ge=0, le=1e9)] | None = None
@@ -101,16 +110,22 @@ class ServiceSettings(BaseModel):
     start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
     rounds: Annotated[int, Field(ge=0)] = 0
     service_jobs: list[TakenIn] = Field(default_factory=list)
+    """Every job taken in, in the order the service took them: by queue row, oldest first."""
+
+    @field_validator("service_jobs")
+    @classmethod
+    def _in_queue_order(cls, taken: list[TakenIn]) -> list[TakenIn]:
+        rows = [job.store_id for job in taken]
+        if any(later <= earlier for earlier, later in itertools.pairwise(rows)):
+            raise ValueError(f"jobs are taken in in the queue's order, once each: queue rows {rows} are not")
+        return taken
 
 
 def _check(request: ServeRequest) -> None:
     """The invocation's numbers, before anything is created or started."""
     if not request.resume and request.cluster is None:
         raise InputError("--cluster (e.g. v100:8,k80:4) or --gpus is required to start a service")
-    if not (math.isfinite(request.round_seconds) and 0 < request.round_seconds <= MAX_ROUND_SECONDS):
-        raise InputError(
-            f"--round-seconds must be a number > 0 and <= {MAX_ROUND_SECONDS:g}, got {request.round_seconds}"
-        )
+    require_round_seconds(request.round_seconds)
     if not 0 <= request.port <= 65535:
         raise InputError(f"--port must be 0 (any free port) to 65535, got {request.port}")
     if not 0 <= request.max_restarts <= MAX_RESTARTS:
@@ -289,7 +304,7 @@ def _serve(
     policy = info.offered(params, min_realloc_interval_s=interval, config=config)
     SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
     link = (
-        QueueLink.restored(store, settings.service_jobs, entities, journal_path)
+        QueueLink.restored(store, settings.service_jobs, entities)
         if journal is not None
         else QueueLink(store, entities)
     )
