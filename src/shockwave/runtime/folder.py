@@ -59,11 +59,11 @@ DEFAULT_COMMAND = shlex.join([sys.executable, *BUILTIN_ARGUMENTS])
 """The job command when the operator gives none: this interpreter running the built-in workload."""
 
 
-def keep_input(folder: Path, source: Path, key: str, what: str) -> tuple[str, str]:
-    """Copy the input file `source` (a `what`) into `folder/inputs/` as `key` (with the file's suffix, which says how
-    to read it: `.toml` or JSON); returns its name there and its SHA-256."""
+def keep_input(folder: Path, source: Path, key: str, what: str, stem: str | None = None) -> tuple[str, str]:
+    """Copy the input file `source` (a `what`, a kind of `LIMITS`) into `folder/inputs/` as `stem` (default: `key`)
+    with the file's suffix, which says how to read it (`.toml` or JSON); returns its name there and its SHA-256."""
     suffix = source.suffix if re.fullmatch(r"\.[A-Za-z0-9]{1,8}", source.suffix) else ""
-    name = key + suffix
+    name = (stem or key) + suffix
     data = read_bytes(source, what, LIMITS.get(key, DEFAULT_LIMIT))
     write_atomically(private_subfolder(folder / INPUTS) / name, data, private=True)
     return f"{INPUTS}/{name}", hashlib.sha256(data).hexdigest()
@@ -95,9 +95,17 @@ def is_builtin(command: str | None) -> bool:
         return False
 
 
-def require_same(key: str, journaled: str | None, given: str | None, flag: str, journal: Path) -> None:
-    """The operator's `flag` (None: not given) must say what the journal recorded of the run (None: the default):
-    one line naming both, else."""
+def require_same_program(
+    saved_policy: str, saved_command: str | None, policy: str, command: str | None, journal: Path
+) -> None:
+    """What a resume would run (the operator's policy and job command) is what the journal says the run ran: one
+    line naming both, else. The built-in workload's command is one, whichever interpreter wrote it."""
+    _require_same("policy", saved_policy, policy, "--policy", journal)
+    builtin = [None if is_builtin(c) else c for c in (saved_command, command)]
+    _require_same("command", builtin[0], builtin[1], "--job-command", journal)
+
+
+def _require_same(key: str, journaled: str | None, given: str | None, flag: str, journal: Path) -> None:
     if journaled == given:
         return
     shown = {value: "none (the default)" if value is None else shlex.quote(value) for value in (journaled, given)}

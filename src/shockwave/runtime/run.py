@@ -45,7 +45,7 @@ from shockwave.runtime.folder import (
     keep_input,
     kept_input,
     require_resumable,
-    require_same,
+    require_same_program,
 )
 from shockwave.runtime.journal import LAYOUT, JobRecord, Journal
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
@@ -298,11 +298,7 @@ def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunReq
     if "service_jobs" in journal.settings():
         raise InputError("the journal is a service's: resume it with `shockwave serve --resume`", path=journal.path)
     saved = journal.settings_as(RunSettings)
-    require_same("policy", saved.policy, policy, "--policy", journal.path)
-    journaled = None if is_builtin(saved.command) else saved.command
-    require_same(
-        "command", journaled, None if is_builtin(request.command) else request.command, "--job-command", journal.path
-    )
+    require_same_program(saved.policy, saved.command, policy, request.command, journal.path)
     folder = request.journal_path.parent
     inputs = {
         key: kept_input(folder, name, saved.inputs, journal.path, key) if name is not None else None

@@ -42,7 +42,7 @@ from shockwave.runtime.folder import (
     keep_input,
     kept_input,
     require_resumable,
-    require_same,
+    require_same_program,
 )
 from shockwave.runtime.journal import LAYOUT, Journal
 from shockwave.runtime.run import MAX_RESTARTS, Placement, RoundSeconds, RunRequest, require_round_seconds, run_result
@@ -153,8 +153,9 @@ def _started(request: ServeRequest, policy: str) -> tuple[ServeRequest, ServiceS
     for text in request.policy_params:
         named = _file_param(text)
         if named is not None:
-            kept[f"param:{named[0]}"] = keep_input(request.out, Path(named[1]), named[0], f"{named[0]} file")
-            text = f"{named[0]}={kept[f'param:{named[0]}'][0]}"
+            stem = f"param-{named[0]}"  # beside --config's own copy
+            kept[stem] = keep_input(request.out, Path(named[1]), named[0], f"{named[0]} file", stem)
+            text = f"{named[0]}={kept[stem][0]}"
         params.append(text)
     settings = ServiceSettings(
         policy=policy,
@@ -175,15 +176,11 @@ def _started(request: ServeRequest, policy: str) -> tuple[ServeRequest, ServiceS
 def _resumed(request: ServeRequest, journal: Journal, policy: str) -> tuple[ServeRequest, ServiceSettings]:
     """The journal's service (a resumed service is the one that stopped), with the invocation's policy and command,
     which must be the service's."""
+    journal.require_layout("service")
     if "service_jobs" not in journal.settings():
-        raise InputError(
-            "the journal holds no service to resume (was it written by `shockwave run`?)", path=journal.path
-        )
+        raise InputError("the journal is a run's: resume it with `shockwave run --resume`", path=journal.path)
     saved = journal.settings_as(ServiceSettings)
-    require_same("policy", saved.policy, policy, "--policy", journal.path)
-    journaled = None if is_builtin(saved.command) else saved.command
-    given = None if is_builtin(request.command) else request.command
-    require_same("command", journaled, given, "--job-command", journal.path)
+    require_same_program(saved.policy, saved.command, policy, request.command, journal.path)
     return _reading(request, saved, policy, journal.path), saved
 
 
