@@ -47,7 +47,7 @@ from shockwave.runtime.folder import (
     require_resumable,
     require_same_program,
 )
-from shockwave.runtime.journal import LAYOUT, JobRecord, Journal
+from shockwave.runtime.journal import LAYOUT, JobRecord, Journal, row
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.profile import build_profile, isolated_time, load_workload, schedule_from_switches
@@ -296,7 +296,11 @@ def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunReq
     inputs, the cluster, the round length...) from the journal, checked."""
     journal.require_layout("run")
     if "service_jobs" in journal.settings():
-        raise InputError("the journal is a service's: resume it with `shockwave serve --resume`", path=journal.path)
+        raise InputError(
+            "the journal is a service's: resume it with `shockwave serve --resume`",
+            path=journal.path,
+            row=row("settings", "service_jobs"),
+        )
     saved = journal.settings_as(RunSettings)
     require_same_program(saved.policy, saved.command, policy, request.command, journal.path)
     folder = request.journal_path.parent

@@ -44,7 +44,7 @@ from shockwave.runtime.folder import (
     require_resumable,
     require_same_program,
 )
-from shockwave.runtime.journal import LAYOUT, Journal
+from shockwave.runtime.journal import LAYOUT, Journal, row
 from shockwave.runtime.run import MAX_RESTARTS, Placement, RoundSeconds, RunRequest, require_round_seconds, run_result
 from shockwave.runtime.scheduler import RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
@@ -178,7 +178,11 @@ def _resumed(request: ServeRequest, journal: Journal, policy: str) -> tuple[Serv
     which must be the service's."""
     journal.require_layout("service")
     if "service_jobs" not in journal.settings():
-        raise InputError("the journal is a run's: resume it with `shockwave run --resume`", path=journal.path)
+        raise InputError(
+            "no service's jobs are journaled: is it a run's journal (resume that with `shockwave run --resume`)?",
+            path=journal.path,
+            row=row("settings", "service_jobs"),
+        )
     saved = journal.settings_as(ServiceSettings)
     require_same_program(saved.policy, saved.command, policy, request.command, journal.path)
     return _reading(request, saved, policy, journal.path), saved
