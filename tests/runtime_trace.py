@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from shockwave.core.clock import Clock
+from shockwave.runtime.backend import Launch
+from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.workload_model.throughput import TableThroughputs, load_throughputs
 from shockwave.workload_model.trace import catalog_job, write_trace
 
@@ -100,3 +103,22 @@ def write_pair_throughputs(path: Path, jobs: list[Row]) -> Path:
                 entry[key] = [rate * PAIR_SPEED, other_rate * PAIR_SPEED]
     path.write_text(json.dumps(table))
     return path
+
+
+class DyingScheduler(FakeBackend):
+    """The fake cluster at `steps_per_s`, where the scheduler "dies" (an exception out of the backend) at the first
+    start after `jobs` jobs completed."""
+
+    def __init__(self, gpus: int, jobs: int, clock: Clock, steps_per_s: float = 400.0) -> None:
+        super().__init__(gpus, steps_per_s=steps_per_s, clock=clock)
+        self.until, self.completed = jobs, 0
+
+    def release(self, job_id: int) -> None:
+        if self.gangs[job_id].launch.total_steps <= self._step(self.gangs[job_id], self.clock.now()):
+            self.completed += 1
+        super().release(job_id)
+
+    def start(self, launch: Launch) -> bool:
+        if self.completed >= self.until:
+            raise KeyboardInterrupt
+        return super().start(launch)

@@ -17,33 +17,14 @@ from pathlib import Path
 import pytest
 
 from conftest import shockwave
-from runtime_trace import write_runtime_trace
-from shockwave.core.clock import Clock, VirtualClock
+from runtime_trace import DyingScheduler, write_runtime_trace
+from shockwave.core.clock import VirtualClock
 from shockwave.errors import InputError
 from shockwave.io.lock import FolderLock
-from shockwave.runtime.backend import Launch
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.run import RunRequest, run
 
 RATE = 400.0
-
-
-class Dying(FakeBackend):
-    """The scheduler "dies" (an exception out of the backend) at the first start after `jobs` jobs completed."""
-
-    def __init__(self, jobs: int, clock: Clock) -> None:
-        super().__init__(4, steps_per_s=RATE, clock=clock)
-        self.until, self.completed = jobs, 0
-
-    def release(self, job_id: int) -> None:
-        if self.gangs[job_id].launch.total_steps <= self._step(self.gangs[job_id], self.clock.now()):
-            self.completed += 1
-        super().release(job_id)
-
-    def start(self, launch: Launch) -> bool:
-        if self.completed >= self.until:
-            raise KeyboardInterrupt
-        return super().start(launch)
 
 
 def request(trace: Path, out: Path, **changes: object) -> RunRequest:
@@ -57,7 +38,7 @@ def killed(tmp_path: Path) -> tuple[Path, VirtualClock]:
     trace = write_runtime_trace(tmp_path / "rt8.trace")
     clock = VirtualClock()
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, tmp_path / "r4"), lambda req: Dying(3, clock))
+        run(request(trace, tmp_path / "r4"), lambda req: DyingScheduler(4, 3, clock))
     trace.unlink()  # the run reads its own copy from now on
     return tmp_path / "r4", clock
 

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 
 from conftest import shockwave
-from runtime_trace import PAIR_JOBS, TYPED_JOBS, write_pair_throughputs, write_runtime_trace, write_typed_throughputs
+from runtime_trace import (
+    PAIR_JOBS,
+    TYPED_JOBS,
+    DyingScheduler,
+    write_pair_throughputs,
+    write_runtime_trace,
+    write_typed_throughputs,
+)
 from shockwave import lease as client
 from shockwave.core.clock import Clock, VirtualClock
 from shockwave.errors import InputError
@@ -211,24 +218,6 @@ def test_a_job_that_keeps_crashing_is_given_up_with_its_reason(trace: Path, tmp_
     assert "exited with code -9" in result["failed_jobs"]["2"]
     assert len([launch for launch in crashing.launches if launch.job_id == 2]) == 3
     assert len(result["jobs"]) == 7  # the others finished
-
-
-class DyingScheduler(FakeBackend):
-    """The scheduler "dies" (an exception out of the backend) at the first start after `jobs` jobs completed."""
-
-    def __init__(self, gpus: int, jobs: int, clock: Clock) -> None:
-        super().__init__(gpus, steps_per_s=RATE, clock=clock)
-        self.until, self.completed = jobs, 0
-
-    def release(self, job_id: int) -> None:
-        if self.gangs[job_id].launch.total_steps <= self._step(self.gangs[job_id], self.clock.now()):
-            self.completed += 1
-        super().release(job_id)
-
-    def start(self, launch: Launch) -> bool:
-        if self.completed >= self.until:
-            raise KeyboardInterrupt
-        return super().start(launch)
 
 
 def test_resume_from_the_journal_redoes_no_finished_job(trace: Path, tmp_path: Path) -> None:

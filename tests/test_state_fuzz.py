@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from runtime_trace import write_runtime_trace
+from runtime_trace import DyingScheduler, write_runtime_trace
 from shockwave.core.clock import VirtualClock
 from shockwave.errors import InputError
 from shockwave.runtime.backend import Launch
@@ -31,8 +31,8 @@ from shockwave.runtime.folder import DEFAULT_COMMAND
 from shockwave.runtime.journal import Journal
 from shockwave.runtime.run import run
 from shockwave.service.serve import serve
-from shockwave.service.store import Store
-from test_run_folder import RATE, Dying, request
+from shockwave.service.store import COLUMNS, Store
+from test_run_folder import RATE, request
 from test_service_scheduler import World, spec
 from test_service_scheduler import request as service_request
 
@@ -158,7 +158,7 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     trace = write_runtime_trace(root / "rt8.trace")
     clock = VirtualClock()
     with pytest.raises(KeyboardInterrupt):
-        run(request(trace, root / "run", policy="shockwave"), lambda req: Dying(3, clock))
+        run(request(trace, root / "run", policy="shockwave"), lambda req: DyingScheduler(4, 3, clock))
     return root / "run", clock.now()
 
 
@@ -219,24 +219,7 @@ def stopped_service(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, flo
 
 
 STORE_TABLES = {
-    "jobs": (
-        "id",
-        [
-            "name",
-            "spec",
-            "state",
-            "submitted_s",
-            "total_steps",
-            "batch_size",
-            "progress_steps",
-            "gpu_type",
-            "gpus",
-            "estimated_finish_s",
-            "rho",
-            "reason",
-            "cancel_pending",
-        ],
-    ),
+    "jobs": ("id", [c for c in COLUMNS if c != "id"]),
     "rounds": ("id", ["time_s", "busy", "plan"]),
     "version": ("id", ["counter"]),
 }
