@@ -3,7 +3,7 @@ PyTorch jobs on CPU) and simulated from what the run measured, per policy; print
 
 The workloads are profiled on this machine first (`profile-workloads`' code) and the runs use that table, as an
 operator would. The simulation replays each run with its measured rates (DIR/measured_throughputs.json), the batch
-sizes its jobs really chose (DIR/batch_sizes.json), its rounds as long as they really were and its measured start-up
+sizes its jobs really chose (DIR/batch_sizes.json), its rounds as they really were and its measured start-up
 per gang size as the restart cost (`shockwave.runtime.run.replay_arguments`). Each policy runs --repeats times: the
 spread of its real runs is the noise floor the simulator's gap should be read against. Runs already in --out are
 reused, so an interrupted experiment resumes. About 8-9 minutes of wall time per run on a 2-core machine

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from shockwave.api import simulate
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.throughput import TableThroughputs
 

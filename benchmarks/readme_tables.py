@@ -31,7 +31,7 @@ PUBLISHED = "| | published Shockwave | 24,197 | 9,958 | 1.78 | 5.0% |"
 
 
 def _simulate(name: str, policy: str) -> dict[str, Any]:
-    from shockwave.cluster import ClusterSpec
+    from shockwave.core.cluster import ClusterSpec
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate
@@ -93,7 +93,7 @@ def render(by_trace: dict[str, list[str]], versions: dict[str, str]) -> str:
 
 
 def main() -> None:
-    from shockwave.provenance import library_versions
+    from shockwave.results.provenance import library_versions
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--check", action="store_true", help="compare with README.md instead of rewriting it")

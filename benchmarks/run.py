@@ -90,7 +90,7 @@ def _one(case: Case, policy: str, queue: mp.Queue) -> None:
     import logging
 
     logging.disable(logging.WARNING)
-    from shockwave.cluster import ClusterSpec
+    from shockwave.core.cluster import ClusterSpec
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate

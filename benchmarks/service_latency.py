@@ -27,8 +27,8 @@ import httpx2 as httpx
 from rich.console import Console
 from rich.table import Table
 
-from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import WallClock
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.service.endpoint import read_endpoint

@@ -5,7 +5,7 @@ from shockwave.core.policy import Policy, SchedulerView
 
 
 class ShortestFirst(Policy):
-    """Shortest remaining work first: the jobs nearest to done run, as many as fit."""
+    """Shortest remaining work first: the jobs nearest to done run, as fit."""
 
     name = "shortest_first"  # what results call it (default: the class name)
 

@@ -34,7 +34,7 @@ PREEMPTING_JOBS: list[Row] = [
     ("Transformer", 32, 1, 400, 18.0),
     ("ResNet-50", 32, 2, 250, 20.0),
 ]
-"""Real jobs take 5-16 s (up to 30 s on a loaded machine) to start, so jobs as short as JOBS' can run to completion
+"""Real jobs take 5-16 s (up to 30 s on a loaded machine) to start, so jobs as JOBS' can run to completion
 in one lease. Here three long jobs fill the 4 GPUs and are training, with checkpoints, when three more arrive at
 18-20 s (one a gang of all 4 GPUs): a fair policy must take GPUs from jobs with progress, which later resume from it.
 The long jobs need 30-40 s of training on an idle machine (3000 steps, 15 s, once let one finish before the arrivals

@@ -10,8 +10,8 @@ import pytest
 
 import shockwave
 from conftest import shockwave as cli
-from shockwave.errors import InputError
-from shockwave.results import Result
+from shockwave.core.errors import InputError
+from shockwave.results.model import Result
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

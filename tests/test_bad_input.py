@@ -23,14 +23,14 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from conftest import shockwave
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.experiments import store
 from shockwave.experiments.compare import CompareRequest, build_cells
 from shockwave.experiments.sweep import render
 from shockwave.experiments.sweep_spec import TOP_KEYS, load_toml, parse_generator, spec_from
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.report import check_result, check_results
+from shockwave.results.report import check_result, check_results
 from shockwave.runtime.run import RunRequest, run
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate

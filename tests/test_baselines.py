@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require_reference, shockwave
 from shockwave.api import simulate
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.policies.gavel.cost import (
     MaxSumThroughputNormalizedByCost,
     MaxSumThroughputNormalizedByCostPackedSLOs,
@@ -20,8 +20,8 @@ from shockwave.policies.gavel.cost import (
 )
 from shockwave.policies.gavel.max_sum_throughput import MaxSumThroughput
 from shockwave.policies.gavel.mechanism import AllocationInputs
-from shockwave.prices import DEFAULT_PRICES, Prices, read_prices
 from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
+from shockwave.workload_model.prices import DEFAULT_PRICES, Prices, read_prices
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import catalog_job, write_trace
 

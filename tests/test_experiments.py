@@ -20,13 +20,13 @@ import pytest
 from rich.console import Console
 
 from conftest import require_reference, shockwave
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.experiments import sweep as sweep_module
 from shockwave.experiments.cell import without_timing
 from shockwave.experiments.sweep import SweepRun, render, run_sweep
 from shockwave.experiments.sweep_spec import Case, SweepSpec
 from shockwave.policies.registry import POLICIES
-from shockwave.results import result_schema
+from shockwave.results.model import result_schema
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import write_trace
@@ -374,7 +374,7 @@ def test_sweep_spec_accepts_single_values_and_cases(tmp_path: Path, small_trace:
     ],
 )
 def test_sweep_spec_errors_name_the_file(tmp_path: Path, text: str, words: str) -> None:
-    from shockwave.errors import InputError
+    from shockwave.core.errors import InputError
     from shockwave.experiments.sweep_spec import load_toml, spec_from
 
     spec_file = tmp_path / "s.toml"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import require_reference, shockwave
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.gavel_generator import (
     TEMPLATES,
     GavelWorkload,

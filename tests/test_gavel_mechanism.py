@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from shockwave.cluster import ClusterSpec, Pool
+from shockwave.core.cluster import ClusterSpec, Pool
+from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, PlanError, RoundPlan, validate_plan
 from shockwave.core.policy import SchedulerView
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.policies.gavel.fifo import Fifo, FifoPolicy
 from shockwave.policies.gavel.mechanism import AllocationInputs, GavelPolicy
 from shockwave.workload_model.profile import JobProfile, build_profile

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from conftest import require_reference
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.throughput import TableThroughputs

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from conftest import shockwave
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.experiments import store
 from shockwave.experiments.sweep_spec import load_toml
 from shockwave.io.atomic import write_atomically
 from shockwave.io.text import read_bytes
-from shockwave.lease import LeaseError, Terms, read_progress
-from shockwave.prices import read_prices
+from shockwave.training.lease import LeaseError, Terms, read_progress
 from shockwave.workload_model.entities import read_entities
+from shockwave.workload_model.prices import read_prices
 from shockwave.workload_model.profile import read_schedules
 
 MIB = 1024 * 1024

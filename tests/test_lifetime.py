@@ -26,7 +26,8 @@ def test_a_child_dies_with_its_parent_even_when_the_parent_is_killed() -> None:
         """
         import os, subprocess, sys, time
         child = (
-            "import os, sys, time; from shockwave.lifetime import die_with_parent; die_with_parent(int(sys.argv[1]));"
+            "import os, sys, time; from shockwave.runtime.lifetime import die_with_parent; "
+            "die_with_parent(int(sys.argv[1]));"
             "print('ready', os.getpid(), flush=True); time.sleep(600)"
         )
         subprocess.Popen([sys.executable, "-c", child, str(os.getpid())])
@@ -42,7 +43,11 @@ def test_a_child_dies_with_its_parent_even_when_the_parent_is_killed() -> None:
 
 def test_a_child_whose_parent_is_already_gone_dies_at_once() -> None:
     orphan = subprocess.run(
-        [sys.executable, "-c", "from shockwave.lifetime import die_with_parent; die_with_parent(-1); print('alive')"],
+        [
+            sys.executable,
+            "-c",
+            "from shockwave.runtime.lifetime import die_with_parent; die_with_parent(-1); print('alive')",
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -56,7 +61,7 @@ def test_a_reaper_kills_what_it_marked_or_adopted_once_its_owner_is_killed() -> 
     owner = python(
         """
         import subprocess, sys, time
-        from shockwave.lifetime import Reaper
+        from shockwave.runtime.lifetime import Reaper
         sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
         reaper = Reaper()
         with reaper.marking():

@@ -12,8 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shockwave.cluster import ClusterSpec, Pool
-from shockwave.core.placement import _Servers
+from shockwave.core.cluster import ClusterSpec, Pool
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import MOMENTUM, FinishTimeTargets
 from shockwave.policies.shockwave.greedy import Greedy, critical_floor, leveled, solve_greedy
@@ -21,6 +20,7 @@ from shockwave.policies.shockwave.market import Fairness, MarketInputs, log_segm
 from shockwave.policies.shockwave.packing import first_fit
 from shockwave.policies.shockwave.predictor import JobForecast
 from shockwave.simulator.mechanics import preset
+from shockwave.simulator.placement import _Servers
 from shockwave.simulator.run import simulate
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.profile import JobProfile

@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import linprog
 
 from conftest import shockwave
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.experiments.multilevel import (
     WEIGHTS,
     MultilevelRun,

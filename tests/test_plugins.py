@@ -12,10 +12,10 @@ import pytest
 
 from conftest import shockwave
 from runtime_trace import write_runtime_trace
-from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import VirtualClock
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.policy import Policy
-from shockwave.errors import InputError
 from shockwave.experiments.cell import Cell
 from shockwave.policies.gavel.mechanism import GavelPolicy
 from shockwave.policies.registry import (

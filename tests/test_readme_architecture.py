@@ -21,8 +21,31 @@ def test_every_package_has_a_row_and_every_named_module_exists() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and any(p.glob("*.py"))}
     assert packages <= named, f"packages without a row: {sorted(packages - named)}"
     for row in rows:
-        first = re.findall(r"`([\w/.]+)`", row.split("|")[1])
-        folder = first[0].rstrip("/") if first[0].endswith("/") else ""
-        for module in re.findall(r"`(\w+\.py)`", row):
-            candidates = [PACKAGE / folder / module, *PACKAGE.rglob(module)]
-            assert any(c.exists() for c in candidates), f"{module} (row {first[0]}) is not in the code"
+        for folder, module in named_modules(row.split("|")[1], row.split("|")[2]):
+            assert (PACKAGE / folder / module).exists(), f"{module} is not in src/shockwave/{folder}"
+
+
+def named_modules(first_cell: str, text: str) -> list[tuple[str, str]]:
+    """(folder, module) of each module a row names: in the row's package (its first cell's folder, or the top), or in
+    the sub-folder named last before it (`gavel/`: ... `mechanism.py`)."""
+    base = next((name for name in re.findall(r"`([\w/.]+)`", first_cell) if name.endswith("/")), "")
+    folder, found = base, []
+    for name in re.findall(r"`([\w/.]+)`", first_cell + " " + text):
+        if name.endswith("/") and name != base:
+            folder = base + name
+        elif name.endswith(".py"):
+            found.append((folder, name))
+    return found
+
+
+def test_a_module_is_looked_for_where_its_row_says_it_is() -> None:
+    assert named_modules("`policies/`", "`registry.py`; `gavel/`: `mechanism.py`") == [
+        ("policies/", "registry.py"),
+        ("policies/gavel/", "mechanism.py"),
+    ]
+
+
+def test_only_the_package_s_face_sits_at_its_top() -> None:
+    """Everything else lives in a folder that says what it serves."""
+    top = {p.name for p in PACKAGE.glob("*.py")}
+    assert top <= {"__init__.py", "__main__.py", "cli.py", "api.py"}, sorted(top)

@@ -1,5 +1,5 @@
-"""The typed result format (shockwave.results) and the typed configs: what a driver writes validates and comes back
-unchanged, the generated JSON Schema says the same, and a damaged file is refused naming the file and the field."""
+"""The typed result format (shockwave.results.model) and the typed configs: what a driver writes validates and comes
+back unchanged, the generated JSON Schema says the same, and a damaged file is refused naming the file and the field."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
-from shockwave.provenance import with_command
-from shockwave.report import check_result, check_results
-from shockwave.results import Result, result_schema
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
+from shockwave.results.model import Result, result_schema
+from shockwave.results.provenance import with_command
+from shockwave.results.report import check_result, check_results
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
 from shockwave.workload_model.generator import GeneratorParams, generate

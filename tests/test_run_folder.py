@@ -19,7 +19,7 @@ import pytest
 from conftest import shockwave
 from runtime_trace import DyingScheduler, write_runtime_trace
 from shockwave.core.clock import VirtualClock
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.lock import FolderLock
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.run import RunRequest, run

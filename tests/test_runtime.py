@@ -20,9 +20,8 @@ from runtime_trace import (
     write_runtime_trace,
     write_typed_throughputs,
 )
-from shockwave import lease as client
 from shockwave.core.clock import Clock, VirtualClock
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.policies.registry import make_policy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import GangStatus, Launch
@@ -30,6 +29,7 @@ from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import JobRecord, Journal
 from shockwave.runtime.run import RunRequest, replay_arguments, run
 from shockwave.runtime.snapshot import Snapshot
+from shockwave.training import lease as client
 from shockwave.workload_model.profile import load_workload
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import read_trace

@@ -183,8 +183,8 @@ def test_a_killed_job_process_resumes_from_its_checkpoint(kill_trace: Path, tmp_
 def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> None:
     from ray.cluster_utils import Cluster
 
-    from shockwave.cluster import ClusterSpec
-    from shockwave.errors import InputError
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.core.errors import InputError
     from shockwave.runtime.backend import Launch
     from shockwave.runtime.ray_backend import RayBackend
     from shockwave.runtime.run import RunRequest, run
@@ -242,7 +242,7 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
 def test_a_local_instance_listens_on_loopback_only_and_leaves_nothing_behind() -> None:
     """Without --address, Ray's GCS, raylet, agents, workers and the driver accept connections from this machine
     only; once the backend is closed, none of its processes is left."""
-    from shockwave.cluster import ClusterSpec
+    from shockwave.core.cluster import ClusterSpec
     from shockwave.runtime.backend import Launch
     from shockwave.runtime.ray_backend import RayBackend
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import require_reference
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.policies.registry import POLICIES
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate

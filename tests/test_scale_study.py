@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import shockwave
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.experiments.scale import ScaleStudy
 
 

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from conftest import require_module, shockwave
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.service.api import SchedulerMetrics, make_app
 from shockwave.service.endpoint import (
     ENDPOINT_FILE,

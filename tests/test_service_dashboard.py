@@ -29,7 +29,7 @@ import httpx2 as httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.service import dashboard
 from shockwave.service import store as store_module
 from shockwave.service.api import make_app

@@ -29,7 +29,7 @@ require_module("ray", "the service needs Ray: pip install 'shockwave[cluster]'")
 import httpx2 as httpx  # noqa: E402
 import torch  # noqa: E402
 
-from shockwave.errors import InputError  # noqa: E402
+from shockwave.core.errors import InputError  # noqa: E402
 from shockwave.service.endpoint import read_endpoint  # noqa: E402
 
 JOBS = [  # name, family, GPUs, steps: ten jobs, about a minute and a half of the two GPUs

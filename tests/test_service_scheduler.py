@@ -14,9 +14,9 @@ import httpx2 as httpx
 import pytest
 
 from conftest import shockwave
-from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import VirtualClock
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.journal import Journal
 from shockwave.runtime.run import replay_arguments
@@ -259,7 +259,7 @@ def test_a_service_stopped_while_a_job_runs_past_the_last_finish_writes_a_valid_
 def test_a_service_stopped_before_any_submission_has_an_empty_result_that_prints(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from shockwave.report import print_run_summary
+    from shockwave.results.report import print_run_summary
 
     world, stop = World(), threading.Event()
     world.at(30.0, stop.set)

@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 from rich.console import Console
 
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.io.lock import FolderLock
 from shockwave.runtime.journal import Journal
 from shockwave.service.api import make_app

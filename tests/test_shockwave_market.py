@@ -1,6 +1,6 @@
 """The market MILP (spec §4.5) against brute-force enumeration on tiny instances.
 
-For a given number of rounds c_j per job, the best continuous part is closed-form: progress y_j as large as the
+For a given number of rounds c_j per job, the best continuous part is closed-form: progress y_j as the
 rounds allow (the objective only gains from it), u_j the piecewise-linear log of y_j, L_j the leftover runtime
 in whole rounds and M their maximum. So enumerating every count vector (or every per-round 0/1 layout) gives the
 true optimum.

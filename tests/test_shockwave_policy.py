@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from conftest import require_reference, shockwave
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate

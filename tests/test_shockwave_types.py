@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from shockwave.api import simulate
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.market import Fairness, MarketInputs, log_segments, solve_market
 from shockwave.policies.shockwave.packing import pack_types

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from conftest import shockwave
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.loop import MAX_EMPTY_ROUNDS
-from shockwave.core.placement import place
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
-from shockwave.errors import InputError
 from shockwave.simulator.engine import Simulator
 from shockwave.simulator.mechanics import Mechanics, preset
+from shockwave.simulator.placement import place
 from shockwave.simulator.run import simulate
 from shockwave.workload_model.builtin_throughput import BuiltinThroughputs
 from shockwave.workload_model.catalog import FAMILIES

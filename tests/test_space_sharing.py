@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from shockwave.api import simulate
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.plan import validate_plan
 from shockwave.core.policy import SchedulerView
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.policies.gavel.fifo import FifoPacked
 from shockwave.policies.gavel.finish_time_fairness import FinishTimeFairnessPacked
 from shockwave.policies.gavel.gandiva import Gandiva

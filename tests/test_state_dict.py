@@ -17,12 +17,12 @@ import pytest
 
 from conftest import shockwave
 from runtime_trace import write_runtime_trace
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.loop import RoundRecord
 from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.policies.registry import POLICIES, make_policy, make_policy_offering
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.run import RunRequest, run

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from runtime_trace import DyingScheduler, write_runtime_trace
 from shockwave.core.clock import VirtualClock
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.runtime.backend import Launch
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.folder import DEFAULT_COMMAND

@@ -15,11 +15,11 @@ import pytest
 
 from runtime_trace import write_runtime_trace
 from shockwave.api import simulate
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.policies.registry import ALIASES, POLICIES, make_policy
 from shockwave.policies.themis import auction
 from shockwave.policies.themis.auction import Bid, max_nash_welfare, partial_allocation, welfare_of

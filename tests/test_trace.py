@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REFERENCE, require_reference
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.throughput import TableThroughputs
 from shockwave.workload_model.trace import (
     COLUMNS,

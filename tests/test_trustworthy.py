@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CANONICAL_TRACE, require_reference, shockwave
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.experiments import store
 from shockwave.experiments.cell import without_timing
 
@@ -118,15 +118,13 @@ def test_an_output_folder_has_one_writer_and_one_kind_of_results(small_trace: Pa
 def test_output_locations_are_checked_before_any_work(small_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    import shockwave.api  # imported now, not first under the patch below: it would keep `never` for good
-    import shockwave.simulator.run
-    import shockwave.workload_model.generator
+    import shockwave.api
     from shockwave.cli import app
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("work started before the output location was checked")
 
-    monkeypatch.setattr(shockwave.simulator.run, "simulate", never)
+    monkeypatch.setattr(shockwave.api, "simulate", never)  # what `simulate` calls, looked up when it runs
     monkeypatch.setattr(shockwave.cli, "generate", never)
     runner = CliRunner()
     for args in (

@@ -17,8 +17,8 @@ require_module("torch", "the workloads train real PyTorch models: pip install to
 
 import torch  # noqa: E402  (after the check above)
 
-from shockwave import lease as client  # noqa: E402
 from shockwave.core.state import JobState, rescale_to_batch_size  # noqa: E402
+from shockwave.training import lease as client  # noqa: E402
 from shockwave.training.adaptive import Accordion, GradientNoiseScale, StepGradients  # noqa: E402
 from shockwave.training.local import TRAIN, run_lease  # noqa: E402
 from shockwave.workload_model.catalog import family  # noqa: E402

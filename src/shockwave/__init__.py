@@ -1,7 +1,7 @@
 """Fair and efficient scheduling of adaptive ML training jobs on shared GPU clusters.
 
 `shockwave.simulate(...)` is the Python API (`shockwave.api`); it is imported on first use, so a training script
-that only needs the lease client (`shockwave.lease`) does not load the solvers.
+that only needs the lease client (`shockwave.training.lease`) does not load the solvers.
 """
 
 from typing import Any

@@ -6,7 +6,7 @@
     result.jobs[0].jct_s                                      # one row per finished job
     result.rounds[-1].busy_gpus                               # one row per round
 
-The result is the same typed object `simulate --json` prints (`shockwave.results.Result`).
+The result is the same typed object `simulate --json` prints (`shockwave.results.model.Result`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.results import Result
+from shockwave.results.model import Result
 from shockwave.simulator.engine import Progress
 from shockwave.simulator.mechanics import Mechanics, preset
 from shockwave.simulator.run import simulate as simulate_files
@@ -48,7 +48,7 @@ def simulate(
     `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`), each one it must declare;
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
     and that the cost-aware policies weigh throughput by.
-    Bad input raises `shockwave.errors.InputError`.
+    Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
     mech = preset(mechanics) if isinstance(mechanics, str) else mechanics

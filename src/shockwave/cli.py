@@ -21,9 +21,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from shockwave import __version__
-from shockwave.errors import InputError, Interrupted, require_extra
+from shockwave.core.errors import InputError, Interrupted, require_extra
 from shockwave.io.atomic import ensure_writable, ensure_writable_file
-from shockwave.provenance import this_command, with_command
+from shockwave.results.provenance import this_command, with_command
 from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.profile import load_workload
@@ -243,7 +243,7 @@ def trace_check(
 
     Also lists the throughputs the table does not hold and were estimated, on the cluster's GPU types (v100 without
     --cluster)."""
-    from shockwave.cluster import ClusterSpec
+    from shockwave.core.cluster import ClusterSpec
     from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, estimates_among, require_gpu_types
 
     tm, jobs, profiles = load_workload(trace, throughputs)
@@ -258,7 +258,7 @@ def trace_check(
         records = [e._asdict() for e in estimated]
         print(json.dumps({"jobs": job_records(jobs, profiles), "summary": summary, "estimated": records}, indent=1))
         return
-    from shockwave.report import print_trace_summary
+    from shockwave.results.report import print_trace_summary
 
     print_trace_summary(out, trace, summary)
     _print_estimates(estimated, tm.name, types)
@@ -394,10 +394,10 @@ def simulate_cmd(
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate
-    from shockwave.cluster import ClusterSpec
+    from shockwave.core.cluster import ClusterSpec
     from shockwave.policies.registry import parse_policy_params, policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
-    from shockwave.report import print_run_summary, write_run
+    from shockwave.results.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
 
     chosen = policy_info(policy)
@@ -445,7 +445,7 @@ def _exit_if_unfinished(results: list[dict[str, Any]], allowed: bool) -> None:
     incomplete = [r for r in results if not r["complete"]]
     if not incomplete:
         return
-    from shockwave.report import unfinished_line
+    from shockwave.results.report import unfinished_line
 
     for result in incomplete:
         err.print(
@@ -539,7 +539,7 @@ def compare_cmd(
     """Run several policies on one trace side by side and compare them (table, JSON, CSV, figures)."""
     from shockwave.experiments.compare import CompareRequest, compare
     from shockwave.experiments.figures import comparison_figures
-    from shockwave.report import print_comparison
+    from shockwave.results.report import print_comparison
 
     request = CompareRequest(
         trace, gpus, _policy_list(policies), throughputs, config, mechanics, round_seconds, gpus_per_server, cluster
@@ -795,8 +795,8 @@ def run_cmd(
     taken from the journal."""
     import shlex
 
-    from shockwave.cluster import ClusterSpec
-    from shockwave.report import print_run_summary
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.results.report import print_run_summary
     from shockwave.runtime.run import RunRequest, replay_arguments, run
 
     if resume and policy is None:
@@ -882,8 +882,8 @@ def serve_cmd(
     import signal
     import threading
 
-    from shockwave.cluster import ClusterSpec
-    from shockwave.report import print_run_summary
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.results.report import print_run_summary
     from shockwave.service.serve import ServeRequest, serve
 
     if gpus is not None or cluster is not None:

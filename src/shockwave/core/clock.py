@@ -4,7 +4,7 @@ runtime's fake backend.
 The simulator's virtual clock moves only when the simulator moves it; policies read time through their view and cannot
 move it. On the runtime, a backend owns its clock, because lease deadlines and the times jobs report are read on it
 (a real job compares its deadline with time.time()); the scheduler reads the same clock. On a virtual clock `sleep`
-moves time forward at once, so a fake-backend run takes as long as its computation, and its outcome does not depend
+moves time forward at once, so a fake-backend run takes as its computation, and its outcome does not depend
 on the machine's load.
 """
 

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.plan import RoundPlan, validate_plan
 from shockwave.core.policy import Colocation, Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
-from shockwave.errors import InputError
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, colocated_rates
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 

@@ -17,9 +17,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from shockwave.cluster import ClusterSpec
-from shockwave.provenance import library_versions
-from shockwave.results import Result
+from shockwave.core.cluster import ClusterSpec
+from shockwave.results.model import Result
+from shockwave.results.provenance import library_versions
 
 KEY_FORMAT = 4
 """Bumped when what a cell's result holds changes, so older cells are computed again."""

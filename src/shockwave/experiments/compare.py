@@ -1,6 +1,6 @@
 """`shockwave compare`: several policies on one trace and cluster, side by side, in parallel processes.
 
-Every input is checked before anything runs. Each policy's result is written as soon as it finishes
+Every input is checked before anything runs. Each policy's result is written as it finishes
 (DIR/<policy>/result.json, and DIR/results.json / results.csv rewritten), so an interrupted comparison keeps what it
 finished; the figures are drawn at the end, or later with `shockwave report DIR`.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from shockwave.errors import InputError, Interrupted
+from shockwave.core.errors import InputError, Interrupted
 from shockwave.experiments import store
 from shockwave.experiments.cell import Cell
 from shockwave.experiments.parallel import CellProgress, run_cells
@@ -24,7 +24,7 @@ from shockwave.experiments.sweep import headline
 from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_text
 from shockwave.policies.plugins import short_name, source_of
 from shockwave.policies.registry import canonical_names, takes_config
-from shockwave.provenance import with_command
+from shockwave.results.provenance import with_command
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class CompareRequest:
 
 def build_cells(request: CompareRequest) -> list[Cell]:
     """One cell per policy, after checking the trace, throughputs, config and names (InputError on any problem)."""
-    from shockwave.cluster import ClusterSpec
+    from shockwave.core.cluster import ClusterSpec
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.workload_model.profile import load_workload
@@ -166,7 +166,7 @@ def render_comparison(out: Path, console: Console) -> list[Path]:
     """Table and figures from a comparison folder's results.json."""
     from shockwave.experiments.figures import comparison_figures
     from shockwave.experiments.store import read_json
-    from shockwave.report import check_results, print_comparison
+    from shockwave.results.report import check_results, print_comparison
 
     path = out / "results.json"
     results = check_results(read_json(path), path)

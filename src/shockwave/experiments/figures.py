@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from shockwave.io.atomic import replacing
-from shockwave.metrics import UNFAIR_RHO
+from shockwave.results.metrics import UNFAIR_RHO
 
 HEADLINE = (
     ("makespan_s", "Makespan", "hours", 1 / 3600),

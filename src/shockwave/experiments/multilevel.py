@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState

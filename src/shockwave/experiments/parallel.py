@@ -4,7 +4,7 @@ Results are handed back one by one as cells finish (so the caller can write each
 keeps them). A cell that raises comes back as its error message; the others go on. Ctrl-C stops the workers and
 propagates as KeyboardInterrupt after the finished cells have been handed back. Nothing outlives the caller, even
 killed with SIGKILL: pool workers die with it (Linux parent-death signal), progress travels on a plain queue (no
-manager process), and a local Ray instance is torn down by a reaper (`shockwave.local_ray`).
+manager process), and a local Ray instance is torn down by a reaper (`shockwave.runtime.local_ray`).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from shockwave.errors import InputError, require_extra
+from shockwave.core.errors import InputError, require_extra
 from shockwave.experiments.cell import Cell, run_cell
-from shockwave.lifetime import die_with_parent
+from shockwave.runtime.lifetime import die_with_parent
 
 PROGRESS_INTERVAL_S = 0.25
 
@@ -159,7 +159,7 @@ def _on_ray(cells: list[Cell], address: str | None) -> Iterator[Outcome]:
     require_extra("ray", "cluster", "--ray")
     import ray
 
-    from shockwave.local_ray import LocalRay
+    from shockwave.runtime.local_ray import LocalRay
 
     started_here = not ray.is_initialized()
     local: LocalRay | None = None

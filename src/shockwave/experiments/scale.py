@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 
 SIZES = (256, 512, 1024, 2048)
@@ -133,7 +133,7 @@ def _simulate(study: ScaleStudy, trace: Path, gpus: int, policy: str, queue: Any
 
     logging.disable(logging.WARNING)
     try:
-        from shockwave.cluster import ClusterSpec
+        from shockwave.core.cluster import ClusterSpec
         from shockwave.policies.shockwave.config import ShockwaveConfig
         from shockwave.simulator.mechanics import preset
         from shockwave.simulator.run import simulate

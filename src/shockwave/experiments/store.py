@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.experiments.cell import digest_of_key
 from shockwave.io import jsonfile
 from shockwave.io.atomic import ensure_writable, write_atomically
 from shockwave.io.text import RESULTS_LIMIT
-from shockwave.report import check_result, comparison_rows
+from shockwave.results.report import check_result, comparison_rows
 
 CELLS = "cells"
 

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from shockwave.errors import InputError, Interrupted
+from shockwave.core.errors import InputError, Interrupted
 from shockwave.experiments import figures, store
 from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
@@ -26,7 +26,7 @@ from shockwave.experiments.parallel import CellProgress, run_cells
 from shockwave.experiments.sweep_spec import SweepSpec
 from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_text
 from shockwave.policies.plugins import short_name
-from shockwave.provenance import with_command
+from shockwave.results.provenance import with_command
 
 log = logging.getLogger(__name__)
 SPEC_FILE = "sweep.json"

@@ -34,8 +34,8 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic.dataclasses import dataclass
 
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_toml
 from shockwave.io.text import SWEEP_LIMIT
 from shockwave.workload_model.gavel_generator import GavelWorkload

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 
 
 def _umask() -> int:

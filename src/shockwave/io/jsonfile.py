@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.text import DEFAULT_LIMIT, read_text
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.private import FILE_MODE
 
 LOCK_FILE = "lock"

@@ -14,7 +14,7 @@ import os
 import stat
 from pathlib import Path
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600

@@ -16,7 +16,7 @@ import os
 import stat
 from pathlib import Path
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 
 MiB = 1024 * 1024
 TRACE_LIMIT = 64 * MiB

@@ -27,8 +27,8 @@ import types
 from dataclasses import dataclass
 from pathlib import Path
 
+from shockwave.core.errors import InputError
 from shockwave.core.policy import Policy
-from shockwave.errors import InputError
 from shockwave.io.text import read_text
 
 log = logging.getLogger(__name__)

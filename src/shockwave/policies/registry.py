@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shockwave.core.errors import InputError
 from shockwave.core.policy import Policy
-from shockwave.errors import InputError
 from shockwave.policies import plugins
 from shockwave.policies.gavel.allox import AlloX
 from shockwave.policies.gavel.cost import (

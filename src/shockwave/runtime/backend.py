@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from shockwave.core.clock import Clock
-from shockwave.lease import steps_per_second
+from shockwave.training.lease import steps_per_second
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 SHARE = 0.5

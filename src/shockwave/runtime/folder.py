@@ -23,7 +23,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 from shockwave.io.private import private_subfolder
 from shockwave.io.text import (

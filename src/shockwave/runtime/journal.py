@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.private import private_file
 
 SETTLED = ("done", "failed", "cancelled")

@@ -4,7 +4,7 @@ Ray sets CUDA_VISIBLE_DEVICES for each actor (on a machine without GPUs, logical
 on CPU). Each actor keeps its member's lease folder on its own node; checkpoints travel through Ray, so a job can
 resume on any node without a shared filesystem. A member process dies with its actor (Linux parent-death signal),
 so nothing is left running when an actor, a node or the scheduler dies. Without an address, the Ray instance is our
-own: on loopback only, and torn down when the scheduler exits, however it exits (`shockwave.local_ray`).
+own: on loopback only, and torn down when the scheduler exits, however it exits (`shockwave.runtime.local_ray`).
 
 GPU types are Ray custom resources, one per type (`gpu_type:v100`, see `type_resource`), counting a node's GPUs of
 that type: each bundle of a gang asks for a GPU and one unit of its planned type's resource, so Ray places the gang on
@@ -37,15 +37,15 @@ import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from shockwave import lease as lease_files
-from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import Clock, WallClock
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 from shockwave.io.private import FOLDER_MODE, private_folder
-from shockwave.lifetime import die_with_parent
-from shockwave.local_ray import LocalRay
 from shockwave.runtime.backend import GangStatus, Launch
+from shockwave.runtime.lifetime import die_with_parent
+from shockwave.runtime.local_ray import LocalRay
+from shockwave.training import lease as lease_files
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")

@@ -27,15 +27,15 @@ from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shockwave.cluster import MAX_GPUS, ClusterSpec
+from shockwave.core.cluster import MAX_GPUS, ClusterSpec
+from shockwave.core.errors import InputError, require_extra
 from shockwave.core.loop import SchedulingLoop, timeline
-from shockwave.errors import InputError, require_extra
 from shockwave.io.atomic import ensure_writable, write_atomically
 from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
-from shockwave.metrics import JobOutcome, summarize_run
-from shockwave.provenance import provenance, with_command
-from shockwave.results import Result
+from shockwave.results.metrics import JobOutcome, summarize_run
+from shockwave.results.model import Result
+from shockwave.results.provenance import provenance, with_command
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.folder import (
     CHECKPOINTS,
@@ -111,7 +111,7 @@ def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
 
 def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     """`shockwave simulate` arguments that replay a finished run: its scaled trace, measured rates, the batch sizes
-    its jobs really used, its rounds as long as they really were, and its measured start-up per lease (by gang size)
+    its jobs really used, its rounds as they really were, and its measured start-up per lease (by gang size)
     as the restart cost.
 
     A real round lasts `round_seconds` plus the time its preempted jobs took to leave (the round's clock starts once
@@ -157,7 +157,7 @@ Rates = dict[tuple[str, str, int, int], float]
 
 def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> Rates:
     """Steps/s by (GPU type, model, batch size, gang): all steps the jobs that ran like that trained, over all the
-    seconds they took (lease by lease, start-up excluded), so a replay at that rate trains as long as the run did.
+    seconds they took (lease by lease, start-up excluded), so a replay at that rate trains as the run did.
     Leases are short and each starts slower than it goes on, so the smoothed rate the scheduler plans with (which
     leans to the last lease) overstated one 2-GPU job's by 20% in a fidelity run. A key no job trained alone at (a
     pair's lease, a journal from before `trained`) keeps the jobs' mean smoothed rate."""
@@ -328,7 +328,7 @@ def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunReq
 def _require_runnable(jobs: list[TraceJob], tm: ThroughputModel, cluster: ClusterSpec, trace: Path) -> None:
     """Every GPU type of the cluster is one the throughput model knows jobs of the trace on, and every job can run
     on some type (the model knows its rate there and the type's pool fits its gang): else a type's GPUs would stay
-    idle, or a job wait, for as long as the run lasts."""
+    idle, or a job wait, for as the run lasts."""
     known = {t: [knows(tm, *_key(job), t) for job in jobs] for t in cluster.types}
     for gpu_type, knowing in known.items():
         if not any(knowing):
@@ -461,7 +461,7 @@ def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str | N
 
 
 def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
-    """`busy` GPU-seconds of `gpus` GPUs, as many as fit in the makespan. A finished job's leases end by its finish, so
+    """`busy` GPU-seconds of `gpus` GPUs, as fit in the makespan. A finished job's leases end by its finish, so
     by the makespan; only an unfinished job's (given up, cancelled, or running when a service stopped) may run past
     the last finish, and then the cap leaves that time out (a bound, not the exact time: leases keep no end times)."""
     return min(busy, gpus * makespan) if unfinished else busy

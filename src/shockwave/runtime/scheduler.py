@@ -40,8 +40,8 @@ from dataclasses import InitVar, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shockwave.cluster import ClusterSpec
 from shockwave.core.clock import Clock, Elapsed
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy

@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shockwave.core.errors import InputError
 from shockwave.core.loop import RoundRecord
 from shockwave.core.policy import Policy, json_ids
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.trace import TraceJob
 

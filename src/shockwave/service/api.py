@@ -40,8 +40,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from shockwave import __version__
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.service.dashboard import cookie_name, dashboard_router
 from shockwave.service.spec import JobSpec, describe
 from shockwave.service.store import Job, JobConflict, Store, UnknownJob

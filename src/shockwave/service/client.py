@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import httpx2 as httpx
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.service.endpoint import ENDPOINT_FILE, read_endpoint, service_dir
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Job

@@ -35,7 +35,7 @@ from fastapi.sse import EventSourceResponse, format_sse_event
 from pydantic_core import to_json
 from starlette.exceptions import HTTPException
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.service.store import Job, Round, Store
 
 POLL_S = 0.5

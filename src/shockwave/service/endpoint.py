@@ -12,7 +12,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 from shockwave.io.jsonfile import read_json_object
 

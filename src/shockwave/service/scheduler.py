@@ -23,7 +23,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState

@@ -26,13 +26,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError, require_extra
 from shockwave.core.loop import SchedulingLoop
-from shockwave.errors import InputError, require_extra
 from shockwave.io.atomic import write_atomically
 from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
-from shockwave.provenance import with_command
+from shockwave.results.provenance import with_command
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.folder import (
     CHECKPOINTS,

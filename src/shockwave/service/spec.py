@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
-from shockwave.cluster import MAX_GPUS, ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import MAX_GPUS, ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_json_or_toml
 from shockwave.io.text import JOB_SPEC_LIMIT
 from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, family

@@ -34,7 +34,7 @@ from typing import Annotated, Literal, TypedDict, Unpack, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.private import private_file
 from shockwave.runtime.journal import problem
 from shockwave.service.spec import JobSpec

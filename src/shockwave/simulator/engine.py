@@ -14,18 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from shockwave.cluster import ClusterSpec
-from shockwave.core.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.core.clock import VirtualClock
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
-from shockwave.core.placement import place
 from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
+from shockwave.core.slo import has_slo, violates_slo
 from shockwave.core.state import JobState, rescale_to_batch_size
-from shockwave.metrics import JobOutcome, summarize_run
-from shockwave.prices import DEFAULT_PRICES, Prices
+from shockwave.results.metrics import JobOutcome, summarize_run
+from shockwave.simulator.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.simulator.mechanics import Mechanics
-from shockwave.slo import has_slo, violates_slo
+from shockwave.simulator.placement import place
+from shockwave.workload_model.prices import DEFAULT_PRICES, Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
 from shockwave.workload_model.throughput import ThroughputModel
@@ -200,7 +200,7 @@ class Simulator:
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
-            if self.replay:  # a real job switched as soon as it asked: follow its schedule without delay
+            if self.replay:  # a real job switched as it asked: follow its schedule without delay
                 planned = planned_batch_size(job)
                 if planned is not None:
                     self._switch_batch_size(job, planned)

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from pydantic.dataclasses import dataclass
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 
 MAX_SECONDS = 365 * 24 * 3600.0
 """Longest round, restart cost or reallocation interval accepted (the reference uses 120 s, 20 s and 1000 s)."""

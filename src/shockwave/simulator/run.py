@@ -6,15 +6,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.loop import timeline
-from shockwave.errors import InputError
 from shockwave.policies.registry import policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.prices import Prices, read_prices
-from shockwave.provenance import provenance
+from shockwave.results.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
+from shockwave.workload_model.prices import Prices, read_prices
 from shockwave.workload_model.profile import load_workload
 from shockwave.workload_model.summary import makespan_lower_bound
 from shockwave.workload_model.throughput import TableWithFallback, require_gpu_types
@@ -44,7 +44,7 @@ def simulate(
     policy (each one it must declare; they win over what the simulator offers). `prices` (a prices file, default
     Gavel's GCP prices) is what the result's cost is counted in, and is offered to the cost-aware policies as their
     `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
-    (`shockwave.results.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
+    (`shockwave.results.model.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     """
     info = policy_info(policy)
     tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)

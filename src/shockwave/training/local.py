@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from shockwave import lease as client
+from shockwave.training import lease as client
 
 TRAIN = [sys.executable, "-m", "shockwave.training.train"]
 

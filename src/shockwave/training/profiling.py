@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from shockwave import lease as client
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
+from shockwave.training import lease as client
 from shockwave.training.local import TRAIN, run_lease
 from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, ModelFamily
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE, TableThroughputs

@@ -2,9 +2,9 @@
 
     python -m shockwave.training.train --family ResNet-18 --mode accordion
 
-The batch size, step budget and checkpoint path come from the lease (`shockwave.lease`). Data for global step s is
-drawn from a generator seeded with (seed, step, rank), so a job resumed from a checkpoint continues the very same
-stream, on any node. Gangs (`SHOCKWAVE_WORLD_SIZE` > 1) train data-parallel over gloo, each member on
+The batch size, step budget and checkpoint path come from the lease (`shockwave.training.lease`). Data for global
+step s is drawn from a generator seeded with (seed, step, rank), so a job resumed from a checkpoint continues the very
+same stream, on any node. Gangs (`SHOCKWAVE_WORLD_SIZE` > 1) train data-parallel over gloo, each member on
 batch_size / world_size samples. `--mode accordion|gns` lets the job pick its batch size from its own gradients
 (`adaptive`); it asks the scheduler at an epoch boundary and goes on at the new batch size, from its checkpoint,
 when restarted with it. The checkpoint holds model, optimizer, controller state, step, batch size and samples seen,
@@ -24,8 +24,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from shockwave import lease as client
 from shockwave.training import adaptive
+from shockwave.training import lease as client
 from shockwave.workload_model.catalog import family as catalog_family
 
 BASE_LR = 0.01

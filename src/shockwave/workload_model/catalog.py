@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 
 
 @dataclass(frozen=True)

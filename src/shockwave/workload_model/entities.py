@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import object_with_keys, read_json_or_toml
 from shockwave.io.text import ENTITIES_LIMIT
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import FAMILIES
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
 from shockwave.workload_model.trace import TraceJob, write_trace

@@ -19,7 +19,7 @@ import random
 import numpy as np
 from pydantic.dataclasses import dataclass
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import MODES, generator_templates
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
 from shockwave.workload_model.trace import TraceJob, catalog_job

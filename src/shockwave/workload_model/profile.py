@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from shockwave.cluster import ClusterSpec
-from shockwave.errors import InputError
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_json_object
 from shockwave.io.text import BATCH_SIZES_LIMIT
 from shockwave.workload_model.adaptation import profile_batch_sizes

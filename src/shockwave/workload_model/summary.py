@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.workload_model.profile import JobProfile, seconds_at
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
 from shockwave.workload_model.trace import TraceJob

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_json_object
 from shockwave.io.text import THROUGHPUT_LIMIT
 from shockwave.workload_model.catalog import FAMILIES, split_job_type

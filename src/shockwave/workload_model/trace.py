@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 from shockwave.io.text import TRACE_LIMIT, read_text
 from shockwave.workload_model.catalog import FAMILIES, MODES, split_job_type

@@ -22,7 +22,7 @@ import numpy as np
 from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, solve
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import Combinations
-from shockwave.prices import Prices, prices_of
+from shockwave.workload_model.prices import Prices, prices_of
 
 log = logging.getLogger(__name__)
 SOLVED = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)

@@ -20,11 +20,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.slo import deadline_s
 from shockwave.core.state import JobState
-from shockwave.slo import deadline_s
 
 Entry = int | tuple[int, int]
 """A job, or a pair of jobs sharing the same GPUs (lower id first)."""
@@ -56,7 +56,7 @@ class AllocationInputs:
     kinds: dict[int, tuple[str, int]] = field(default_factory=dict)
     """Each job's (model, batch size): jobs of one kind, gang and weight are interchangeable to an allocator."""
     time_to_deadline_s: dict[int, float] = field(default_factory=dict)
-    """Jobs with an SLO: seconds from now to their deadline (`shockwave.slo`; negative once it has passed)."""
+    """Jobs with an SLO: seconds from now to their deadline (`shockwave.core.slo`; negative once it has passed)."""
 
     @classmethod
     def from_view(cls, view: SchedulerView, pairs: dict[tuple[int, int], PairRates] | None = None) -> AllocationInputs:

@@ -5,7 +5,7 @@ capacity the worst-off jobs cannot use is left to the solver's whim. Water-filli
 u_j = sf_j sum_t thr_jt x_jt / prop_j a job's normalised effective throughput (prop_j its throughput under an equal
 split of every type, so u_j counts GPUs' worth of progress) and w_j its weight, each iteration
 
-  1. (LP) raises every job still rising by the same multiple of its weight, as far as the cluster allows:
+  1. (LP) raises every job still rising by the same multiple of its weight, as the cluster allows:
         maximise c   s.t.  u_j >= level_j + w_j c   (rising jobs),  u_j >= level_j  (the others),
                            x >= 0,  sum_j sf_j x_jt <= G_t,  sum_t x_jt <= 1;
      then level_j += w_j c;
@@ -37,10 +37,10 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from shockwave.highs import quiet_solver
 from shockwave.policies.gavel.hierarchical import EntityWeights, WeightRule
 from shockwave.policies.gavel.lp import SolverFailure, proportional_throughputs
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
+from shockwave.policies.solvers.highs import quiet_solver
 from shockwave.workload_model.entities import Entities
 
 REL_RISE = 1e-4

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic.dataclasses import dataclass
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_json_object
 from shockwave.io.text import CONFIG_LIMIT
 

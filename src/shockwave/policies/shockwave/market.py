@@ -53,10 +53,10 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
-from shockwave.exact import exact_dot
-from shockwave.highs import quiet_solver
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import FairnessView
+from shockwave.policies.solvers.exact import exact_dot
+from shockwave.policies.solvers.highs import quiet_solver
 
 LOG_OF_ZERO = math.log(1e-6)
 """The reference's stand-in for log(0) at the first breakpoint."""

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from shockwave.exact import exact_dot
+from shockwave.policies.solvers.exact import exact_dot
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 

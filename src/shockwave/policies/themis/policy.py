@@ -28,10 +28,10 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
 from shockwave.core.state import JobState
-from shockwave.errors import InputError
 from shockwave.policies.themis.auction import Bid, partial_allocation
 from shockwave.policies.themis.rho import current_rho, isolated_rate, lease_values
 

@@ -3,9 +3,9 @@
 rho_j = T_shared_j / T_id_j: the job's estimated finish time (counted from its arrival) in the shared cluster, over
 its finish time on an independent 1/N share of the cluster (N the jobs active now, G the cluster's GPUs).
 
-Isolated rate. A 1/N share is G/N GPUs made of every type in proportion to its pool (G_t / N of type t). As in the
-project's metric (`shockwave.metrics`: rho = JCT / (T_iso x max(1, N/G))) jobs are counted, not their gang sizes:
-the share runs the job's gang a fraction s = min(1, G/N) of the time, on type t a fraction G_t / G of that, so
+Isolated rate. A 1/N share is G/N GPUs made of every type in proportion to its pool (G_t / N of type t). As in
+the project's metric (`shockwave.results.metrics`: rho = JCT / (T_iso x max(1, N/G))) jobs are counted, not their gang
+sizes: the share runs the job's gang a fraction s = min(1, G/N) of the time, on type t a fraction G_t / G of that, so
 
     r_iso_j = s * sum_t (G_t / G) * rate_j(t)             (steps/s; rate_j(t) = 0 where it cannot run)
     T_id_j  = total_steps_j / r_iso_j
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 
-from shockwave.cluster import ClusterSpec
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.state import JobState
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shockwave.cluster import ClusterSpec, Pool
+from shockwave.core.cluster import ClusterSpec, Pool
 from shockwave.core.plan import Assignment, RoundPlan
 
 

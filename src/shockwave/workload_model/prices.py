@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import object_with_keys, read_json_or_toml
 from shockwave.io.text import PRICES_LIMIT
 

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 
 
 def _as_written(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:

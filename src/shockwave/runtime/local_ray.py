@@ -22,7 +22,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from shockwave.lifetime import Reaper, descendants, environment_variable
+from shockwave.runtime.lifetime import Reaper, descendants, environment_variable
 
 log = logging.getLogger(__name__)
 SINGLE_NODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
 
 MAX_GPUS = 1_000_000

@@ -68,7 +68,7 @@ class Reaper:
         if sys.platform.startswith("linux"):
             # Its own session: a Ctrl-C at the terminal must not stop it before it has done its work.
             self.watchdog = subprocess.Popen(
-                [sys.executable, "-m", "shockwave.lifetime", self.mark],
+                [sys.executable, "-m", "shockwave.runtime.lifetime", self.mark],
                 stdin=subprocess.PIPE,
                 start_new_session=True,
                 env={k: v for k, v in os.environ.items() if k != MARK},

@@ -4,7 +4,7 @@ The runtime starts the script with `SHOCKWAVE_LEASE_DIR` set to a folder on the 
 `lease.json` (until when and up to which step the job may run, at which batch size, where its checkpoint lives) and
 the job keeps `progress.json` (steps done, its process id, a batch-size request). A training loop looks like:
 
-    lease = shockwave.lease.current()
+    lease = shockwave.training.lease.current()
     state = load(lease.checkpoint_path) if lease.checkpoint_path.exists() else fresh(lease.batch_size)
     start = state.step if state.batch_size == lease.batch_size else lease.resume_step
     for step in lease.steps(start=start):
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 from shockwave.io.text import LEASE_LIMIT, read_text
 

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from shockwave.errors import InputError
+from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
-from shockwave.results import Result, RoundRow
+from shockwave.results.model import Result, RoundRow
 
 
 def _mix(counts: dict[str, int]) -> str:
@@ -213,7 +213,7 @@ def check_results(results: Any, path: Path) -> list[dict[str, Any]]:
 
 
 def check_result(result: Any, path: Path, where: str = "result", needs: tuple[str, ...] = ()) -> dict[str, Any]:
-    """One saved result that matches the result format (`shockwave.results.Result`) and also holds the keys `needs`,
-    or an InputError naming the first field that does not. The data is returned as read: readers index it."""
+    """One saved result that matches the result format (`shockwave.results.model.Result`) and also holds the keys
+    `needs`, or an InputError naming the first field that does not. The data is returned as read: readers index it."""
     Result.from_json_dict(result, path, where=where, needs=needs)
     return result
