@@ -119,13 +119,14 @@ def test_output_locations_are_checked_before_any_work(small_trace: Path, monkeyp
     from typer.testing import CliRunner
 
     import shockwave.api
+    import shockwave.cli.trace
     from shockwave.cli import app
 
     def never(*args: object, **kwargs: object) -> None:
         raise AssertionError("work started before the output location was checked")
 
     monkeypatch.setattr(shockwave.api, "simulate", never)  # what `simulate` calls, looked up when it runs
-    monkeypatch.setattr(shockwave.cli, "generate", never)
+    monkeypatch.setattr(shockwave.cli.trace, "generate", never)
     runner = CliRunner()
     for args in (
         ["simulate", "--trace", str(small_trace), "--policy", "gavel", "--gpus", "4", "--out", "/proc/x"],

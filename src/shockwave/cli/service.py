@@ -1,0 +1,197 @@
+"""The scheduler service: `serve`, and the clients `submit`, `status`, `cancel` and `logs`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from shockwave.cli.common import (
+    AddressOpt,
+    JobCommandOpt,
+    MaxRestartsOpt,
+    RayClusterOpt,
+    ServiceDirOpt,
+    ThroughputsOpt,
+    err,
+    native_output_to_stderr,
+    out,
+    saying_what_was_kept,
+)
+from shockwave.results.provenance import this_command
+
+app = typer.Typer(rich_markup_mode=None)
+
+
+@app.command("serve")
+def serve_cmd(
+    output: Annotated[
+        Path, typer.Option("--out", help="The service's folder: queue, journal, checkpoints, logs, endpoint.json.")
+    ],
+    cluster: RayClusterOpt = None,
+    gpus: Annotated[
+        int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
+    ] = None,
+    policy: Annotated[str, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = "shockwave",
+    policy_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy-param",
+            help="KEY=VALUE: a parameter the policy declares (repeatable); entities=teams.toml shares the cluster "
+            "between the file's entities, each job in its spec's entity.",
+        ),
+    ] = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 30.0,
+    address: AddressOpt = None,
+    port: Annotated[int, typer.Option("--port", help="The API's port on 127.0.0.1 (default: any free one).")] = 0,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue the service in --out after a crash or a stop.")
+    ] = False,
+    throughputs: ThroughputsOpt = None,
+    max_restarts: MaxRestartsOpt = 3,
+    command: JobCommandOpt = None,
+) -> None:
+    """A long-running scheduler on Ray: jobs are submitted, watched and cancelled through its API (`submit`,
+    `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it
+    (with the same --policy and --job-command: what runs is never taken from its journal)."""
+    import shlex
+    import signal
+    import threading
+
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.results.report import print_run_summary
+    from shockwave.service.serve import ServeRequest, serve
+
+    if gpus is not None or cluster is not None:
+        cluster = ClusterSpec.from_options(gpus, cluster).describe()
+    request = ServeRequest(
+        out=output,
+        cluster=cluster,
+        policy=policy,
+        round_seconds=round_seconds,
+        config=config,
+        throughputs=throughputs,
+        address=address,
+        max_restarts=max_restarts,
+        command=command,
+        resume=resume,
+        port=port,
+        policy_params=tuple(policy_param or ()),
+    )
+    stop = threading.Event()
+
+    def stopping(signum: int, frame: Any) -> None:
+        if stop.is_set():  # asked twice: do not wait for the jobs' checkpoints
+            raise KeyboardInterrupt
+        err.print("stopping: running jobs checkpoint and exit (again to stop at once)", highlight=False)
+        stop.set()
+
+    def ready(url: str) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):  # after Ray's own handlers, which would end the process
+            signal.signal(signum, stopping)
+        err.print(f"serving on {url} (DIR/endpoint.json has its token)", markup=False, highlight=False)
+
+    again = ["shockwave", "serve", "--resume", "--out", str(output), "--policy", policy]
+    kept = (
+        f"the journal {output / 'journal.sqlite'} and the queue keep every job; "
+        f"`{shlex.join([*again, *(('--job-command', command) if command else ())])}` continues the service"
+    )
+    with saying_what_was_kept(kept), native_output_to_stderr():
+        result = serve(request, stop, command=this_command(), ready=ready)
+    print_run_summary(out, result)
+    out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
+
+
+@app.command("submit")
+def submit_cmd(
+    spec_file: Annotated[
+        Path | None,
+        typer.Argument(metavar="SPEC", help="Job spec (TOML, or JSON); the flags given replace its fields."),
+    ] = None,
+    output: ServiceDirOpt = None,
+    name: Annotated[str | None, typer.Option("--name", help="The job's name, unique in the queue.")] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(
+            "--family", help="Model family (ResNet-18, LM, ...); without a command in SPEC, its workload runs."
+        ),
+    ] = None,
+    gpus: Annotated[int | None, typer.Option("--gpus", help="GPUs of one type the job trains on (default 1).")] = None,
+    steps: Annotated[int | None, typer.Option("--steps", help="Length in steps (at the initial batch size).")] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Length in epochs, instead of --steps.")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option("--batch-size", help="Initial batch size (default: the family's smallest template).")
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="Batch-size adaptation: static (default), accordion or gns.")
+    ] = None,
+    gpu_types: Annotated[
+        str | None, typer.Option("--gpu-types", help="GPU types it may run on, comma-separated (default: any).")
+    ] = None,
+    weight: Annotated[float | None, typer.Option("--weight", help="Priority weight, > 0 (default 1).")] = None,
+    entity: Annotated[str | None, typer.Option("--entity", help="Who the job belongs to.")] = None,
+) -> None:
+    """Queue a job on the scheduler service; prints its name and id at once (the scheduler admits it next round)."""
+    from shockwave.service.client import ServiceClient
+    from shockwave.service.spec import JobSpec, load_spec
+
+    flags: dict[str, Any] = {
+        "name": name,
+        "family": family,
+        "gpus": gpus,
+        "steps": steps,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "mode": mode,
+        "gpu_types": None if gpu_types is None else [t.strip() for t in gpu_types.split(",")],
+        "weight": weight,
+        "entity": entity,
+    }
+    given = {key: value for key, value in flags.items() if value is not None}
+    spec = load_spec(spec_file, given) if spec_file is not None else JobSpec.from_mapping(given)
+    job = ServiceClient.find(output).submit(spec, spec_file)
+    out.print(f"submitted {job.name} (job {job.id})", markup=False, highlight=False)
+
+
+@app.command("status")
+def status_cmd(
+    output: ServiceDirOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the jobs as JSON on stdout.")] = False,
+) -> None:
+    """The service's queue: each job's state, GPUs, progress, expected finish and finish-time fairness (rho)."""
+    from shockwave.service.client import ServiceClient
+    from shockwave.service.status import queue_table
+
+    jobs = ServiceClient.find(output).jobs()
+    if as_json:
+        print(json.dumps([job.model_dump(mode="json") for job in jobs], indent=1))
+        return
+    out.print(queue_table(jobs) if jobs else "no jobs")
+
+
+@app.command("cancel")
+def cancel_cmd(
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    output: ServiceDirOpt = None,
+) -> None:
+    """Cancel a queued or running job (the scheduler stops a running one); cancelling it again changes nothing."""
+    from shockwave.service.client import ServiceClient
+
+    job = ServiceClient.find(output).cancel(name)
+    out.print(f"cancelled {job.name}", markup=False, highlight=False)
+
+
+@app.command("logs")
+def logs_cmd(
+    name: Annotated[str, typer.Argument(help="The job's name.")],
+    output: ServiceDirOpt = None,
+    lines: Annotated[int, typer.Option("--lines", "-n", min=1, help="How many of the last lines.")] = 200,
+) -> None:
+    """The end of a job's output."""
+    from shockwave.service.client import ServiceClient
+
+    sys.stdout.write(ServiceClient.find(output).logs(name, lines))

@@ -1,0 +1,378 @@
+"""Simulation commands: `simulate` one policy, `compare` several, `sweep` grids, `report` results, `scale-study`,
+and the `demo`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from shockwave.cli import trace
+from shockwave.cli.common import (
+    MECHANICS_HELP,
+    UNFINISHED_EXIT,
+    AllowUnfinishedOpt,
+    ClusterOpt,
+    GpusOpt,
+    MechanicsOpt,
+    ParallelOpt,
+    PoliciesOpt,
+    ThroughputsOpt,
+    as_list,
+    err,
+    exit_if_unfinished,
+    native_output_to_stderr,
+    out,
+    parse_gang_costs,
+    parse_ints,
+    parse_policies,
+    parse_window,
+    print_paths,
+    saying_what_was_kept,
+    show_progress,
+    simulation_progress,
+    worker_count,
+)
+from shockwave.core.errors import InputError, require_extra
+from shockwave.io.atomic import ensure_writable
+from shockwave.results.provenance import this_command, with_command
+from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.throughput import load_throughputs
+from shockwave.workload_model.trace import write_trace
+
+app = typer.Typer(rich_markup_mode=None)
+
+
+@app.command("simulate")
+def simulate_cmd(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
+    policy: Annotated[str, typer.Option("--policy", help="Name or alias (gavel, themis, ...) or file.py:Class.")],
+    gpus: GpusOpt = None,
+    cluster: ClusterOpt = None,
+    gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
+    throughputs: ThroughputsOpt = None,
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
+    restart_seconds: Annotated[
+        float | None,
+        typer.Option("--restart-seconds", help="Time a (re)started job loses (default: the preset's 20 s)."),
+    ] = None,
+    realloc_seconds: Annotated[
+        float | None,
+        typer.Option("--realloc-seconds", help="Gavel-style reallocation interval (default: the preset's 1000 s)."),
+    ] = None,
+    restart_by_gang: Annotated[
+        str,
+        typer.Option(
+            "--restart-seconds-by-gang", help="Restart cost per gang size, e.g. '1:6.5,4:20' (others: the default)."
+        ),
+    ] = "",
+    switch_by_gang: Annotated[
+        str,
+        typer.Option(
+            "--switch-seconds-by-gang",
+            help="With --batch-sizes: what a batch-size switch within a round costs per gang size, e.g. '1:5.5,2:7' "
+            "(others: the restart cost).",
+        ),
+    ] = "",
+    mechanics: MechanicsOpt = "corrected",
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Shockwave hyperparameters (a reference configurations/*.json); default: the tacc_32gpus values.",
+        ),
+    ] = None,
+    batch_sizes: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch-sizes",
+            help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
+        ),
+    ] = None,
+    window: Annotated[
+        str | None,
+        typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
+    policy_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--policy-param",
+            help="KEY=VALUE: a parameter the policy declares (repeatable), e.g. entities=teams.toml (multi-level).",
+        ),
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            "--prices",
+            help="JSON/TOML file of dollars per GPU-hour by type: the result's cost, and the cost-aware policies' "
+            "prices (default: Gavel's GCP prices, v100 0.74, p100 0.43, k80 0.135).",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
+) -> None:
+    """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
+    from shockwave.api import simulate
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.policies.registry import parse_policy_params, policy_info
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.results.report import print_run_summary, write_run
+    from shockwave.simulator.mechanics import preset
+
+    chosen = policy_info(policy)
+    params = parse_policy_params(policy, policy_param or [])
+    if config is not None and not chosen.takes_config:
+        raise InputError(f"--config sets Shockwave's hyperparameters; policy {chosen.label!r} has none", path=config)
+    by_gang = parse_gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
+    switch_costs = parse_gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
+    mech = (
+        preset(mechanics)
+        .with_round_seconds(round_seconds)
+        .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
+    )
+    spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)
+    hyper = ShockwaveConfig.from_json(config) if config is not None else None
+    if out_dir is not None:
+        ensure_writable(out_dir)
+    with native_output_to_stderr(), simulation_progress() as on_round:
+        typed = simulate(
+            trace,
+            policy,
+            spec,
+            mechanics=mech,
+            throughputs=throughputs,
+            config=hyper,
+            batch_sizes=batch_sizes,
+            on_round=on_round,
+            window=None if window is None else parse_window(window),
+            seed=seed,
+            policy_params=params,
+            prices=prices,
+        )
+    result = with_command(typed.to_json_dict(), this_command())
+    if out_dir is not None:
+        write_run(out_dir, result, typed.rounds)
+    if as_json:
+        print(json.dumps(result))
+    else:
+        print_run_summary(out, result)
+    exit_if_unfinished([result], allow_unfinished)
+
+
+@app.command("compare")
+def compare_cmd(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
+    output: Annotated[Path, typer.Option("--out", help="Folder for results.json/csv and figures/.")],
+    gpus: GpusOpt = None,
+    cluster: ClusterOpt = None,
+    policies: PoliciesOpt = "all",
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    mechanics: MechanicsOpt = "corrected",
+    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
+    gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
+    parallel: ParallelOpt = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
+) -> None:
+    """Run several policies on one trace side by side and compare them (table, JSON, CSV, figures)."""
+    from shockwave.experiments.compare import CompareRequest, compare
+    from shockwave.experiments.figures import comparison_figures
+    from shockwave.results.report import print_comparison
+
+    request = CompareRequest(
+        trace, gpus, parse_policies(policies), throughputs, config, mechanics, round_seconds, gpus_per_server, cluster
+    )
+    with saying_what_was_kept():
+        results, errors = compare(
+            request,
+            output,
+            workers=worker_count(parallel),
+            console=err,
+            show_progress=show_progress(),
+            command=this_command(),
+        )
+    if results:
+        print_comparison(out, results)
+        print_paths(comparison_figures(results, output / "figures"))
+        out.print(f"results: {output / 'results.json'}, {output / 'results.csv'}", markup=False, highlight=False)
+    for policy, error in errors.items():
+        err.print(f"[red]error:[/red] {escape(policy)} failed: {escape(error)}", highlight=False, soft_wrap=True)
+    if errors:
+        raise typer.Exit(1)
+    exit_if_unfinished(results, allow_unfinished)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    spec_file: Annotated[Path | None, typer.Argument(help="Sweep description (TOML); flags override it.")] = None,
+    output: Annotated[Path | None, typer.Option("--out", help="Results folder (finished cells are kept).")] = None,
+    traces: Annotated[list[Path] | None, typer.Option("--trace", help="Trace file (repeatable).")] = None,
+    generate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--generate", help="Generator parameters, e.g. 'jobs=120,lam=40' (repeatable); one trace per seed."
+        ),
+    ] = None,
+    gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
+    clusters: Annotated[
+        list[str] | None,
+        typer.Option("--cluster", help="A cluster by GPU type (TYPE:GPUS[:PER_SERVER],...); repeat for more."),
+    ] = None,
+    policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated names, or 'all'.")] = None,
+    seeds: Annotated[str | None, typer.Option("--seeds", help="Generator seeds, comma-separated.")] = None,
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    mechanics: Annotated[str | None, typer.Option("--mechanics", help=MECHANICS_HELP)] = None,
+    parallel: ParallelOpt = None,
+    ray: Annotated[bool, typer.Option("--ray", help="Run each cell as a Ray task.")] = False,
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster to join (with --ray).")] = None,
+    allow_unfinished: AllowUnfinishedOpt = False,
+) -> None:
+    """Run a grid of workloads x cluster sizes x policies x seeds; re-running skips finished cells."""
+    from shockwave.experiments.sweep import run_sweep
+    from shockwave.experiments.sweep_spec import load_toml, parse_generator, spec_from
+
+    raw: dict[str, Any] = load_toml(spec_file) if spec_file is not None else {}
+    base = spec_file.parent if spec_file is not None else Path.cwd()
+    if policies is not None:
+        raw["policies"] = parse_policies(policies)
+    if seeds is not None:
+        raw["seeds"] = parse_ints(seeds, "--seeds", minimum=0)
+    if gpus is not None:
+        raw["gpus"] = parse_ints(gpus, "--gpus")
+    if clusters:
+        raw["clusters"] = clusters
+    if mechanics is not None:
+        raw["mechanics"] = mechanics
+    for key, path in (("throughputs", throughputs), ("config", config)):
+        if path is not None:
+            raw[key] = str(path.resolve())
+    raw["traces"] = [*as_list(raw.get("traces")), *(str(t.resolve()) for t in traces or [])]
+    raw["generate"] = [*as_list(raw.get("generate")), *(parse_generator(g) for g in generate or [])]
+    spec = spec_from(raw, base, spec_file)
+    if address is not None and not ray:
+        raise InputError("--address joins a Ray cluster: add --ray")
+    if ray:
+        require_extra("ray", "cluster", "--ray")  # before any folder is made
+    folder = output or (Path("results") / spec_file.stem if spec_file is not None else None)
+    if folder is None:
+        raise InputError("--out is required without a sweep file")
+    with saying_what_was_kept():
+        run = run_sweep(
+            spec,
+            folder,
+            workers=worker_count(parallel),
+            ray=ray,
+            address=address,
+            console=err,
+            show_progress=show_progress(),
+            command=this_command(),
+        )
+    out.print(
+        f"{run.computed} computed, {run.reused} reused, {len(run.failed)} failed; results in {folder}",
+        markup=False,
+        highlight=False,
+    )
+    for key, error in run.failed.items():
+        err.print(f"[red]failed:[/red] {key}: {escape(error.splitlines()[0])}", highlight=False, soft_wrap=True)
+    if run.failed:
+        raise typer.Exit(1)
+    if run.incomplete:
+        err.print(
+            f"[red]incomplete:[/red] {len(run.incomplete)} cell(s) ended with unfinished jobs: "
+            + escape(", ".join(run.incomplete)),
+            highlight=False,
+            soft_wrap=True,
+        )
+        if not allow_unfinished:
+            raise typer.Exit(UNFINISHED_EXIT)
+
+
+@app.command("report")
+def report_cmd(
+    folder: Annotated[Path, typer.Argument(help="A folder written by compare or sweep.")],
+) -> None:
+    """Re-render the tables and figures of saved results without running anything."""
+    from shockwave.experiments.compare import render_comparison
+    from shockwave.experiments.sweep import SPEC_FILE, render
+
+    if (folder / SPEC_FILE).exists():
+        paths = render(folder, out)
+    elif (folder / "results.json").exists():
+        paths = render_comparison(folder, out)
+    else:
+        raise InputError("no results of compare or sweep here (results.json or sweep.json)", path=folder)
+    print_paths(paths)
+
+
+@app.command("scale-study")
+def scale_study_cmd(
+    output: Annotated[Path, typer.Option("--out", help="Folder for traces, results, scale.json/md and scale.png.")],
+    sizes: Annotated[str, typer.Option("--sizes", help="Cluster sizes in GPUs, comma-separated.")] = (
+        "256,512,1024,2048"
+    ),
+    policies: Annotated[str, typer.Option("--policies", help="Comma-separated policy names.")] = (
+        "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
+    ),
+    jobs_per_gpu: Annotated[float, typer.Option("--jobs-per-gpu", help="Jobs in each trace per GPU.")] = 8000 / 2048,
+    jobs_per_gpu_hour: Annotated[
+        float, typer.Option("--jobs-per-gpu-hour", help="Arrivals per GPU per hour (mean gap: 3600 / (this x GPUs)).")
+    ] = 3600 / (2.2 * 512),
+    seed: Annotated[int, typer.Option("--seed", help="Generator seed of every size's trace.")] = 99,
+    throughputs: ThroughputsOpt = None,
+    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    mechanics: MechanicsOpt = "corrected",
+) -> None:
+    """Shockwave and baselines at growing cluster sizes, jobs in proportion: wall time, solver latency and quality
+    per size as a table (scale.md), JSON and a figure. Runs one simulation at a time, each in a fresh process."""
+    from shockwave.experiments.scale import Row as ScaleRow
+    from shockwave.experiments.scale import ScaleStudy, run_study, table, write_outputs
+
+    try:
+        gpu_sizes = tuple(int(s) for s in sizes.split(",") if s.strip())
+    except ValueError:
+        raise InputError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
+    study = ScaleStudy(
+        gpu_sizes,
+        tuple(p.strip() for p in policies.split(",") if p.strip()),
+        jobs_per_gpu,
+        jobs_per_gpu_hour,
+        seed,
+        throughputs,
+        config,
+        mechanics,
+    )
+
+    def finished(row: ScaleRow) -> None:
+        if show_progress():
+            err.print(f"{row.gpus} GPUs, {row.policy}: {row.wall_s:.1f} s", highlight=False)
+
+    try:
+        rows = run_study(study, output, on_row=finished)
+    except RuntimeError as exc:
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    out.print(table(rows), markup=False, highlight=False)
+    print_paths(write_outputs(study, rows, output))
+
+
+DEMO_POLICIES = "shockwave,max_min_fairness,finish_time_fairness,min_total_duration"
+
+
+@app.command("demo")
+def demo(
+    output_dir: Annotated[Path, typer.Option("--out", help="Where the demo writes its files.")] = Path("demo-out"),
+) -> None:
+    """Generate the default trace with the built-in throughput model; compare Shockwave and three baselines."""
+    output_dir.mkdir(parents=True, exist_ok=True)
+    params = GeneratorParams()
+    path = output_dir / params.file_name()
+    write_trace(generate(params, load_throughputs(None)), path)
+    out.print(f"generated {path} ({params.jobs} jobs, built-in throughput model)", markup=False, highlight=False)
+    trace.trace_check(path, throughputs=None, gpus=32, cluster=None, as_json=False)
+    compare_cmd(trace=path, gpus=32, cluster=None, output=output_dir, policies=DEMO_POLICIES, mechanics="corrected")
