@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
-REFERENCE = Path(__file__).resolve().parents[1].parent / "shared" / "reference"
+ROOT = Path(__file__).resolve().parents[1]
+"""The project's folder (tests/ mirrors src/shockwave/ below it, so a test finds the project from here)."""
+REFERENCE = ROOT.parent / "shared" / "reference"
 CANONICAL_TRACE = "120_0.2_5_100_40_25_0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace"
 
 
@@ -42,11 +45,11 @@ def require_module(name: str, install: str) -> None:
         pytest.skip(message, allow_module_level=True)
 
 
-REAL_PROCESSES = ("test_runtime_ray.py", "test_service_ray.py", "test_workloads.py", "test_lifetime.py")
+REAL_PROCESSES = ("test_ray_backend.py", "test_serve_on_ray.py", "test_workloads.py", "test_lifetime.py")
 """Files whose tests run real jobs on the wall clock (Ray instances, PyTorch training, kills): one worker runs them
 one after another while the other runs the rest (`make test`: pytest -n 2 --dist loadgroup), so two of them never
 compete for the two cores."""
-REAL_PROCESS_TESTS = ("test_experiments.py::test_scale_sweep_locally_and_on_ray_gives_identical_results",)
+REAL_PROCESS_TESTS = ("test_compare_and_sweep.py::test_scale_sweep_locally_and_on_ray_gives_identical_results",)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
@@ -75,3 +78,12 @@ def wisr_path() -> Path:
 @pytest.fixture(scope="session")
 def canonical_trace() -> Path:
     return require_reference("traces", CANONICAL_TRACE)
+
+
+def check_results(results: list[dict]) -> None:
+    """Every result validates against the result format's JSON Schema."""
+    from shockwave.results.model import result_schema
+
+    schema = result_schema()
+    for result in results:
+        jsonschema.validate(result, schema)

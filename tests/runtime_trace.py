@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 from shockwave.core.clock import Clock
 from shockwave.runtime.backend import Launch
@@ -122,3 +124,18 @@ class DyingScheduler(FakeBackend):
         if self.completed >= self.until:
             raise KeyboardInterrupt
         return super().start(launch)
+
+
+def journal_records(out: Path) -> dict[int, dict[str, Any]]:
+    """The journal as the scheduler left it, read-only (never creating it)."""
+    path = out / "journal.sqlite"
+    if not path.exists():
+        return {}
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return {i: json.loads(text) for i, text in db.execute("SELECT id, record FROM jobs")}
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}

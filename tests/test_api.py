@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 import shockwave
+from conftest import ROOT
 from conftest import shockwave as cli
 from shockwave.core.errors import InputError
 from shockwave.results.model import Result
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 
 
 @pytest.fixture(scope="module")

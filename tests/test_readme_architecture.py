@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 PACKAGE = ROOT / "src" / "shockwave"
 
 
@@ -49,3 +49,11 @@ def test_only_the_package_s_face_sits_at_its_top() -> None:
     """Everything else lives in a folder that says what it serves."""
     top = {p.name for p in PACKAGE.glob("*.py")}
     assert top <= {"__init__.py", "__main__.py", "cli.py", "api.py"}, sorted(top)
+
+
+def test_tests_mirror_the_packages() -> None:
+    """A module's tests are found at once: tests/<package>/ beside src/shockwave/<package>/."""
+    tests = ROOT / "tests"
+    for folder in (p for p in tests.rglob("*") if p.is_dir() and any(p.glob("test_*.py"))):
+        if folder != tests:
+            assert (PACKAGE / folder.relative_to(tests)).is_dir(), f"tests/{folder.relative_to(tests)} mirrors no package"

@@ -1,6 +1,6 @@
 """A service's folder is data, never orders (issue 31): a resumed service runs the operator's policy and command, one
 service per folder, a bad queue row is quarantined while every other job goes on, and the folder moves whole. On
-the fake cluster, in virtual time (see tests/test_service_scheduler.py)."""
+the fake cluster, in virtual time (see tests/service/test_service_scheduler.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from rich.console import Console
 
+from service_world import World, backend_on, launched, request, spec
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.io.lock import FolderLock
@@ -24,7 +25,6 @@ from shockwave.service.api import make_app
 from shockwave.service.serve import serve
 from shockwave.service.status import queue_table
 from shockwave.service.store import Store
-from test_service_scheduler import World, backend_on, launched, request, spec
 
 TOKEN = "test-token-0123456789"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shockwave
+from conftest import ROOT, shockwave
 from runtime_trace import write_runtime_trace
 from shockwave.core.clock import VirtualClock
 from shockwave.core.cluster import ClusterSpec
@@ -37,8 +37,6 @@ from shockwave.runtime.journal import Journal
 from shockwave.runtime.run import RunRequest, replay_arguments, run
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_policy() -> str:

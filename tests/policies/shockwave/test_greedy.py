@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_market import instance as market_instance
 
 from shockwave.core.cluster import ClusterSpec, Pool
 from shockwave.policies.shockwave.config import ShockwaveConfig
@@ -26,7 +27,6 @@ from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import write_trace
-from test_shockwave_market import instance as market_instance
 
 EXACT = ShockwaveConfig(k=1e-3, solver_rel_gap=1e-9, welfare_slack=0.3)
 """The canonical weight of the makespan term: welfare and makespan both matter."""

@@ -276,7 +276,7 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
 
 
 def test_an_unreadable_memory_is_refused_naming_the_journal(trace: Path, tmp_path: Path) -> None:
-    """Not a fresh policy: that would silently forget whom the run owes (see tests/test_state_dict.py)."""
+    """Not a fresh policy: that would silently forget whom the run owes (see tests/runtime/test_snapshot.py)."""
     with pytest.raises(KeyboardInterrupt):
         run(request(trace, tmp_path), lambda req: DyingScheduler(4, 3, VirtualClock()))
     with Journal(tmp_path / "journal.sqlite").db as db:

@@ -17,10 +17,9 @@ from typing import Any
 
 import pytest
 
-from conftest import require_module, shockwave
+from conftest import check_results, require_module, shockwave
 from processes import alive, cmdline, descendants, wait_until
-from test_experiments import check_results
-from test_runtime_ray import journal_records
+from runtime_trace import journal_records
 
 pytestmark = pytest.mark.slow
 require_module("torch", "the service's tests train real PyTorch jobs: pip install torch==2.13.0")

@@ -14,25 +14,20 @@ import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import jsonschema
 import matplotlib.image
 import pytest
 from rich.console import Console
 
-from conftest import require_reference, shockwave
+from conftest import ROOT, check_results, require_reference, shockwave
 from shockwave.core.errors import InputError
 from shockwave.experiments import sweep as sweep_module
 from shockwave.experiments.cell import without_timing
 from shockwave.experiments.sweep import SweepRun, render, run_sweep
 from shockwave.experiments.sweep_spec import Case, SweepSpec
 from shockwave.policies.registry import POLICIES
-from shockwave.results.model import result_schema
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import write_trace
-
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = result_schema()
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +42,6 @@ def check_figure(png: Path) -> None:
     assert image.shape[0] >= 500 and image.shape[1] >= 900, (png, image.shape)
     assert image.std() > 0.05  # not a blank canvas
     assert ET.parse(png.with_suffix(".svg")).getroot().tag.endswith("svg")
-
-
-def check_results(results: list[dict]) -> None:
-    for result in results:
-        jsonschema.validate(result, SCHEMA)
 
 
 # -- compare -----------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Gavel's workload generator (GAVEL_SPEC §2): the reference's draw order, its knobs, and its job stream.
 
-That the stream is the reference's, job for job, is checked end to end by tests/test_gavel_reference.py (the reference
-simulator's per-job completion times on generated workloads); here the draw order is pinned on its own.
+That the stream is the reference's, job for job, is checked end to end by tests/simulator/test_gavel_reference.py (the
+reference simulator's per-job completion times on generated workloads); here the draw order is pinned on its own.
 """
 
 from __future__ import annotations

@@ -14,12 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CANONICAL_TRACE, require_reference, shockwave
+from conftest import CANONICAL_TRACE, ROOT, require_reference, shockwave
 from shockwave.core.errors import InputError
 from shockwave.experiments import store
 from shockwave.experiments.cell import without_timing
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

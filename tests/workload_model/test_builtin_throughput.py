@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from conftest import require_reference
+from conftest import ROOT, require_reference
 from shockwave.workload_model.builtin_throughput import CONSTANTS, V100_CONSTANTS, BuiltinThroughputs
 from shockwave.workload_model.catalog import FAMILIES, ModelFamily, generator_templates
 from shockwave.workload_model.throughput import UnknownThroughput, knows, load_throughputs
@@ -24,7 +24,7 @@ TYPES = ("v100", "p100", "k80")
 
 def _fit_script() -> ModuleType:
     """benchmarks/fit_throughput_model.py: its reader and fit are what the shipped constants came from."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fit_throughput_model.py"
+    path = ROOT / "benchmarks" / "fit_throughput_model.py"
     spec = importlib.util.spec_from_file_location("fit_throughput_model", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

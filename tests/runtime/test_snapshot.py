@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import shockwave
+from conftest import ROOT, shockwave
 from runtime_trace import write_runtime_trace
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
@@ -34,7 +34,7 @@ from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import load_throughputs
 from shockwave.workload_model.trace import TraceJob
 
-SOURCES = Path(__file__).resolve().parents[1] / "src" / "shockwave"
+SOURCES = ROOT / "src" / "shockwave"
 
 
 # -- no code from data ---------------------------------------------------------------------------------------------

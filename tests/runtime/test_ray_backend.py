@@ -10,7 +10,6 @@ import itertools
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import require_module, shockwave
+from conftest import check_results, require_module, shockwave
 from processes import alive, cmdline, descendants, is_loopback, listening, wait_until
 from runtime_trace import (
     JOBS,
@@ -28,11 +27,11 @@ from runtime_trace import (
     PREEMPTING_ROUND,
     TYPED_JOBS,
     Row,
+    journal_records,
     write_pair_throughputs,
     write_runtime_trace,
     write_typed_throughputs,
 )
-from test_experiments import check_results
 
 pytestmark = pytest.mark.slow
 require_module("torch", "the runtime tests train real PyTorch jobs: pip install torch==2.13.0")
@@ -82,21 +81,6 @@ def audit(out: Path, jobs: list[Row]) -> dict[int, dict[str, Any]]:
         assert all(start["step"] > 0 for start in state["starts"][1:])  # later leases resumed, never restarted at 0
         checkpoints[job["id"]] = state
     return checkpoints
-
-
-def journal_records(out: Path) -> dict[int, dict[str, Any]]:
-    """The journal as the scheduler left it, read-only (never creating it)."""
-    path = out / "journal.sqlite"
-    if not path.exists():
-        return {}
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            return {i: json.loads(text) for i, text in db.execute("SELECT id, record FROM jobs")}
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return {}
 
 
 KILL_JOBS = [JOBS[i] for i in (0, 1, 2, 4, 5)]

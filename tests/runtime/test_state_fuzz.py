@@ -21,8 +21,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from test_folder import RATE, request
 
 from runtime_trace import DyingScheduler, write_runtime_trace
+from service_world import World, spec
+from service_world import request as service_request
 from shockwave.core.clock import VirtualClock
 from shockwave.core.errors import InputError
 from shockwave.runtime.backend import Launch
@@ -32,9 +35,6 @@ from shockwave.runtime.journal import Journal
 from shockwave.runtime.run import run
 from shockwave.service.serve import serve
 from shockwave.service.store import COLUMNS, Store
-from test_run_folder import RATE, request
-from test_service_scheduler import World, spec
-from test_service_scheduler import request as service_request
 
 CAP_S = 60.0
 """Virtual seconds a resumed run may take (an uncorrupted one takes about 3; a service's first 300 s, 60 rounds, are
