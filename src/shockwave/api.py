@@ -11,7 +11,7 @@ The result is the same typed object `simulate --json` prints (`shockwave.results
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ def simulate(
     on_round: Callable[[Progress], None] | None = None,
     window: tuple[int, int] | None = None,
     seed: int = 0,
-    policy_params: Mapping[str, Any] | None = None,
+    policy_params: Mapping[str, Any] | Iterable[str] = (),
     prices: str | Path | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
@@ -45,7 +45,8 @@ def simulate(
     `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
     Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules;
     `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws;
-    `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`), each one it must declare;
+    `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`, or `KEY=VALUE` texts as
+    `--policy-param` writes them), each one it must declare;
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
     and that the cost-aware policies weigh throughput by.
     Bad input raises `shockwave.core.errors.InputError`.
@@ -54,14 +55,13 @@ def simulate(
     mech = preset(mechanics) if isinstance(mechanics, str) else mechanics
     if round_seconds is not None:
         mech = mech.with_round_seconds(round_seconds)
-    hyper = ShockwaveConfig.from_json(Path(config)) if isinstance(config, str | Path) else config
     summary, _ = simulate_files(
         Path(trace),
         policy,
         spec,
         mech,
         None if throughputs is None else Path(throughputs),
-        hyper,
+        Path(config) if isinstance(config, str) else config,
         on_round,
         None if batch_sizes is None else Path(batch_sizes),
         window,

@@ -14,6 +14,7 @@ from shockwave.cli.common import (
     AllowUnfinishedOpt,
     JobCommandOpt,
     MaxRestartsOpt,
+    PolicyParamOpt,
     RayClusterOpt,
     ThroughputsOpt,
     err,
@@ -85,6 +86,7 @@ def run_cmd(
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --journal.")] = False,
     throughputs: ThroughputsOpt = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    policy_param: PolicyParamOpt = None,
     placement: Annotated[
         str,
         typer.Option(
@@ -133,6 +135,7 @@ def run_cmd(
         max_restarts=max_restarts,
         command=command,
         realloc_seconds=realloc_seconds,
+        policy_params=tuple(policy_param or ()),
     )
     again = ["shockwave", "run", "--resume", "--out", str(output), "--policy", policy]
     again += [*(("--journal", str(journal)) if journal else ()), *(("--job-command", command) if command else ())]

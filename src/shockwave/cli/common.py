@@ -50,6 +50,14 @@ ClusterOpt = Annotated[
 ]
 
 
+PolicyParamOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--policy-param",
+        help="KEY=VALUE: a parameter the policy declares (repeatable), e.g. entities=teams.toml (multi-level "
+        "fairness: under serve, each job in its spec's entity).",
+    ),
+]
 AllowUnfinishedOpt = Annotated[
     bool,
     typer.Option(

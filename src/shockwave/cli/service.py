@@ -13,6 +13,7 @@ from shockwave.cli.common import (
     AddressOpt,
     JobCommandOpt,
     MaxRestartsOpt,
+    PolicyParamOpt,
     RayClusterOpt,
     ServiceDirOpt,
     ThroughputsOpt,
@@ -36,14 +37,7 @@ def serve_cmd(
         int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
     ] = None,
     policy: Annotated[str, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = "shockwave",
-    policy_param: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--policy-param",
-            help="KEY=VALUE: a parameter the policy declares (repeatable); entities=teams.toml shares the cluster "
-            "between the file's entities, each job in its spec's entity.",
-        ),
-    ] = None,
+    policy_param: PolicyParamOpt = None,
     config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
     round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 30.0,
     address: AddressOpt = None,

@@ -20,6 +20,7 @@ from shockwave.cli.common import (
     MechanicsOpt,
     ParallelOpt,
     PoliciesOpt,
+    PolicyParamOpt,
     ThroughputsOpt,
     as_list,
     err,
@@ -97,13 +98,7 @@ def simulate_cmd(
         typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
-    policy_param: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--policy-param",
-            help="KEY=VALUE: a parameter the policy declares (repeatable), e.g. entities=teams.toml (multi-level).",
-        ),
-    ] = None,
+    policy_param: PolicyParamOpt = None,
     prices: Annotated[
         Path | None,
         typer.Option(
@@ -119,15 +114,9 @@ def simulate_cmd(
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate
     from shockwave.core.cluster import ClusterSpec
-    from shockwave.policies.registry import parse_policy_params, policy_info
-    from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.results.report import print_run_summary, write_run
     from shockwave.simulator.mechanics import preset
 
-    chosen = policy_info(policy)
-    params = parse_policy_params(policy, policy_param or [])
-    if config is not None and not chosen.takes_config:
-        raise InputError(f"--config sets Shockwave's hyperparameters; policy {chosen.label!r} has none", path=config)
     by_gang = parse_gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
     switch_costs = parse_gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
     mech = (
@@ -136,7 +125,6 @@ def simulate_cmd(
         .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
     )
     spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)
-    hyper = ShockwaveConfig.from_json(config) if config is not None else None
     if out_dir is not None:
         ensure_writable(out_dir)
     with native_output_to_stderr(), simulation_progress() as on_round:
@@ -146,12 +134,12 @@ def simulate_cmd(
             spec,
             mechanics=mech,
             throughputs=throughputs,
-            config=hyper,
+            config=config,
             batch_sizes=batch_sizes,
             on_round=on_round,
             window=None if window is None else parse_window(window),
             seed=seed,
-            policy_params=params,
+            policy_params=policy_param or (),
             prices=prices,
         )
     result = with_command(typed.to_json_dict(), this_command())

@@ -65,6 +65,15 @@ class Driver(Protocol):
         ...
 
 
+def require_plannable(policy: Policy, cluster: ClusterSpec) -> None:
+    """Refuse a policy of one GPU type on a cluster of several: it would leave the other types idle."""
+    if len(cluster.pools) > 1 and not policy.plans_gpu_types:
+        raise InputError(
+            f"policy {policy.name!r} schedules one GPU type; the cluster {cluster.describe()} has "
+            f"{len(cluster.pools)}: give one type (--gpus N or --cluster TYPE:N)"
+        )
+
+
 class SchedulingLoop:
     def __init__(
         self,
@@ -77,11 +86,7 @@ class SchedulingLoop:
         rounds: list[RoundRecord] | None = None,
         colocation: Colocation | None = None,
     ) -> None:
-        if len(cluster.pools) > 1 and not policy.plans_gpu_types:
-            raise InputError(
-                f"policy {policy.name!r} schedules one GPU type; the cluster {cluster.describe()} has "
-                f"{len(cluster.pools)}: give one type (--gpus N or --cluster TYPE:N)"
-            )
+        require_plannable(policy, cluster)
         self.policy = policy
         self.view = SchedulerView(time, round_seconds, cluster, round_index=round_index, colocation=colocation)
         self.rounds: list[RoundRecord] = [] if rounds is None else rounds

@@ -423,10 +423,10 @@ def make_policy_offering(name: str, /, **available: Any) -> Policy:
     return policy_info(name).offered(**available)
 
 
-def parse_policy_params(name: str, texts: Iterable[str]) -> dict[str, Any]:
-    """`KEY=VALUE` texts (the CLI's `--policy-param`) as values of the parameters policy `name` declares: each value
+def parse_policy_params(policy: str | PolicyInfo, texts: Iterable[str]) -> dict[str, Any]:
+    """`KEY=VALUE` texts (the CLI's `--policy-param`) as values of the parameters `policy` declares: each value
     read as its parameter's type (a number, true/false, none, or text such as a file name)."""
-    info = policy_info(name)
+    info = policy if isinstance(policy, PolicyInfo) else policy_info(policy)
     declared = {p.name: p for p in info.params}
     values: dict[str, Any] = {}
     for text in texts:

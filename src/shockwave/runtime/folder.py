@@ -85,6 +85,56 @@ def kept_input(folder: Path, name: str, digests: dict[str, str], journal: Path, 
     return path
 
 
+FILE_PARAMS = ("entities", "prices", "config")
+"""Policy parameters that name a file (`--policy-param entities=teams.toml`): kept like the other inputs."""
+
+
+def file_param(text: str) -> tuple[str, str] | None:
+    """(key, file) of a `KEY=FILE` policy parameter that names a file, else None."""
+    key, sep, value = (part.strip() for part in text.partition("="))
+    return (key, value) if sep and key in FILE_PARAMS and value.lower() not in ("none", "null") else None
+
+
+def keep_inputs(
+    folder: Path, files: Mapping[str, Path | None], params: Sequence[str]
+) -> tuple[dict[str, str], list[str], dict[str, str]]:
+    """Copy a new run's input `files` (by setting) and the files its policy parameters name into `folder`: each
+    setting's name there, the parameters naming their copies, and each copy's SHA-256 by name."""
+    names, digests = {}, {}
+    for key, path in files.items():
+        if path is not None:
+            names[key], digests[names[key]] = keep_input(folder, path, key, f"{key} file")
+    kept_params = []
+    for text in params:
+        named = file_param(text)
+        if named is not None:
+            key, path = named
+            name, digests[name] = keep_input(folder, Path(path), key, f"{key} file", f"param-{key}")
+            text = f"{key}={name}"
+        kept_params.append(text)
+    return names, kept_params, digests
+
+
+def read_inputs(
+    folder: Path,
+    names: Mapping[str, str | None],
+    params: Sequence[str],
+    digests: dict[str, str],
+    journal: Path | None = None,
+) -> tuple[dict[str, Path | None], tuple[str, ...]]:
+    """Where a run's kept inputs are (by setting, None where it has none), and its policy parameters naming them;
+    resuming (`journal` given), each copy is checked against its digest first."""
+
+    def where(key: str, name: str | None) -> Path | None:
+        if name is None:
+            return None
+        return folder / name if journal is None else kept_input(folder, name, digests, journal, key)
+
+    paths = {key: where(key, name) for key, name in names.items()}
+    named = [(text, file_param(text)) for text in params]
+    return paths, tuple(text if kept is None else f"{kept[0]}={where(*kept)}" for text, kept in named)
+
+
 def is_builtin(command: str | None) -> bool:
     """Whether a job command is the built-in workload's (with whichever interpreter wrote it)."""
     if command is None:

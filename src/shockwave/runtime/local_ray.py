@@ -5,8 +5,8 @@ the machine's outbound address (`ray._private.services.resolve_ip_for_localhost`
 and agents then listen on every interface (checked with Ray 2.60). A single-node instance on 127.0.0.1 is what Ray
 does on macOS and Windows, where `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` is 0 by default: with it, every server binds to
 127.0.0.1. Ray reads that variable once, when it is imported, so it is set for the time of `ray.init` both in the
-environment the Ray processes inherit and in the driver's imported constant. `tests/runtime/test_ray_backend.py` checks every
-listening socket of the instance.
+environment the Ray processes inherit and in the driver's imported constant. `tests/runtime/test_ray_backend.py` checks
+every listening socket of the instance.
 
 Gone with us. When the driver is killed, Ray kills its GCS and raylet at once (a parent-death signal) and the
 workers follow within seconds, but the dashboard and runtime-env agents stay about a minute (they report the raylet's

@@ -27,12 +27,14 @@ from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shockwave.assembly.inputs import assemble
 from shockwave.core.cluster import MAX_GPUS, ClusterSpec
 from shockwave.core.errors import InputError, require_extra
-from shockwave.core.loop import SchedulingLoop, timeline
+from shockwave.core.loop import timeline
 from shockwave.io.atomic import ensure_writable, write_atomically
 from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
+from shockwave.policies.registry import policy_info
 from shockwave.results.metrics import JobOutcome, summarize_run
 from shockwave.results.model import Result
 from shockwave.results.provenance import provenance, with_command
@@ -42,15 +44,15 @@ from shockwave.runtime.folder import (
     Digests,
     KeptName,
     is_builtin,
-    keep_input,
-    kept_input,
+    keep_inputs,
+    read_inputs,
     require_resumable,
     require_same_program,
 )
 from shockwave.runtime.journal import LAYOUT, JobRecord, Journal, row
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
-from shockwave.workload_model.profile import build_profile, isolated_time, load_workload, schedule_from_switches
+from shockwave.workload_model.profile import build_profile, isolated_time, read_workload, schedule_from_switches
 from shockwave.workload_model.throughput import (
     DEFAULT_GPU_TYPE,
     TableThroughputs,
@@ -86,6 +88,8 @@ class RunRequest:
     realloc_seconds: float | None = None
     """Gavel-style policies recompute their allocation at most this often (default: once per round; the
     simulator's reference mechanics throttle to 1000 simulated seconds instead)."""
+    policy_params: tuple[str, ...] = ()
+    """The policy's own parameters as KEY=VALUE (`--policy-param`), as `simulate` and `serve` take them."""
 
     @property
     def journal_path(self) -> Path:
@@ -242,6 +246,8 @@ class RunSettings(BaseModel):
     placement: Placement = "PACK"
     max_restarts: Annotated[int, Field(ge=0, le=MAX_RESTARTS)] = 3
     realloc_seconds: Annotated[float, Field(ge=0, le=1e9)] | None = None
+    policy_params: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
+    """`--policy-param`s, a file one names as its copy in the folder."""
     start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
     """The wall time the run started at (its elapsed seconds count from here, across resumes)."""
     rounds: Annotated[int, Field(ge=0)] = 0
@@ -271,14 +277,13 @@ def _check_flags(request: RunRequest) -> None:
 def _started(request: RunRequest, policy: str) -> tuple[RunRequest, RunSettings]:
     """A new run: its inputs copied into its folder (it reads the copies from now on) and its settings."""
     folder = request.journal_path.parent
-    copies = {"trace": request.trace, "throughputs": request.throughputs, "config": request.config}
-    kept = {key: keep_input(folder, path, key, f"{key} file") for key, path in copies.items() if path is not None}
-    named = {key: name for key, (name, _) in kept.items()}
+    files = {"trace": request.trace, "throughputs": request.throughputs, "config": request.config}
+    names, params, digests = keep_inputs(folder, files, request.policy_params)
     settings = RunSettings(
         policy=policy,
         command=None if is_builtin(request.command) else request.command,
-        **named,
-        inputs={name: digest for name, digest in kept.values()},
+        **names,
+        inputs=digests,
         gpus=request.gpus,
         cluster=request.cluster,
         round_seconds=request.round_seconds,
@@ -286,9 +291,9 @@ def _started(request: RunRequest, policy: str) -> tuple[RunRequest, RunSettings]
         placement=request.placement,  # type: ignore[arg-type]
         max_restarts=request.max_restarts,
         realloc_seconds=request.realloc_seconds,
+        policy_params=params,
     )
-    paths = {key: folder / name for key, name in named.items()}
-    return dataclasses.replace(request, policy=policy, **paths), settings
+    return _reading(request, settings, policy), settings
 
 
 def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunRequest, RunSettings]:
@@ -303,26 +308,29 @@ def _resumed(request: RunRequest, journal: Journal, policy: str) -> tuple[RunReq
         )
     saved = journal.settings_as(RunSettings)
     require_same_program(saved.policy, saved.command, policy, request.command, journal.path)
+    return _reading(request, saved, policy, journal.path), saved
+
+
+def _reading(request: RunRequest, settings: RunSettings, policy: str, journal: Path | None = None) -> RunRequest:
+    """The request as the settings say (their data, the inputs' copies in the folder), with the operator's policy."""
+    names = {"trace": settings.trace, "throughputs": settings.throughputs, "config": settings.config}
     folder = request.journal_path.parent
-    inputs = {
-        key: kept_input(folder, name, saved.inputs, journal.path, key) if name is not None else None
-        for key, name in (("trace", saved.trace), ("throughputs", saved.throughputs), ("config", saved.config))
-    }
-    resumed = dataclasses.replace(
+    paths, params = read_inputs(folder, names, settings.policy_params, settings.inputs, journal)
+    return dataclasses.replace(
         request,
         policy=policy,
-        trace=inputs["trace"],
-        throughputs=inputs["throughputs"],
-        config=inputs["config"],
-        gpus=saved.gpus,
-        cluster=saved.cluster,
-        round_seconds=saved.round_seconds,
-        time_scale=saved.time_scale,
-        placement=saved.placement,
-        max_restarts=saved.max_restarts,
-        realloc_seconds=saved.realloc_seconds,
+        trace=paths["trace"] or request.trace,
+        throughputs=paths["throughputs"],
+        config=paths["config"],
+        gpus=settings.gpus,
+        cluster=settings.cluster,
+        round_seconds=settings.round_seconds,
+        time_scale=settings.time_scale,
+        placement=settings.placement,
+        max_restarts=settings.max_restarts,
+        realloc_seconds=settings.realloc_seconds,
+        policy_params=params,
     )
-    return resumed, saved
 
 
 def _require_runnable(jobs: list[TraceJob], tm: ThroughputModel, cluster: ClusterSpec, trace: Path) -> None:
@@ -372,9 +380,6 @@ def run(
 def _run(
     request: RunRequest, backend: Callable[[RunRequest], Backend] | None, command: list[str] | None
 ) -> dict[str, Any]:
-    from shockwave.policies.registry import policy_info
-    from shockwave.policies.shockwave.config import ShockwaveConfig
-
     exists = request.journal_path.exists()
     if request.resume and not exists:
         raise InputError("no journal to resume from", path=request.journal_path)
@@ -391,16 +396,17 @@ def _run(
         request, settings = _started(request, info.name)
     cluster = request.cluster_spec
     request = dataclasses.replace(request, gpus=cluster.gpus)
-    tm, original, _ = load_workload(request.trace, request.throughputs)
+    inputs = assemble(
+        info, cluster, policy_params=request.policy_params, throughputs=request.throughputs, config=request.config
+    )
+    tm = inputs.throughputs
+    original, _ = read_workload(request.trace, tm)
     require_gangs_fit(original, cluster.largest_pool, request.trace)
     _require_runnable(original, tm, cluster, request.trace)
     jobs = scale_trace(original, request.time_scale)
     write_trace(jobs, request.out / "trace.scaled.trace")
-    config = ShockwaveConfig.from_json(request.config) if request.config else None
-    interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
     profiles = [build_profile(job, tm) for job in jobs]
-    policy = info.offered(min_realloc_interval_s=interval, config=config)
-    SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
+    policy = inputs.build(request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds)
     if journal is not None:
         records = journal.jobs()
         snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, request.journal_path)

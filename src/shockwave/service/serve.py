@@ -26,12 +26,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from shockwave.assembly.inputs import assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError, require_extra
-from shockwave.core.loop import SchedulingLoop
 from shockwave.io.atomic import write_atomically
 from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
+from shockwave.policies.registry import policy_info
 from shockwave.results.provenance import with_command
 from shockwave.runtime.backend import Backend
 from shockwave.runtime.folder import (
@@ -39,8 +40,8 @@ from shockwave.runtime.folder import (
     Digests,
     KeptName,
     is_builtin,
-    keep_input,
-    kept_input,
+    keep_inputs,
+    read_inputs,
     require_resumable,
     require_same_program,
 )
@@ -54,9 +55,9 @@ from shockwave.service.scheduler import QueueLink, ServiceScheduler, TakenIn
 from shockwave.service.server import start_server
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
-from shockwave.workload_model.entities import Entities, read_entities
+from shockwave.workload_model.entities import Entities
 from shockwave.workload_model.profile import build_profile
-from shockwave.workload_model.throughput import ThroughputModel, knows, load_throughputs, require_gpu_types
+from shockwave.workload_model.throughput import ThroughputModel, knows
 from shockwave.workload_model.trace import write_trace
 
 log = logging.getLogger(__name__)
@@ -132,39 +133,18 @@ def _check(request: ServeRequest) -> None:
         raise InputError(f"--max-restarts must be 0 to {MAX_RESTARTS}, got {request.max_restarts}")
 
 
-FILE_PARAMS = ("entities", "prices", "config")
-"""Policy parameters that name a file: copied into the service's folder like its other inputs."""
-
-
-def _file_param(text: str) -> tuple[str, str] | None:
-    """(key, file) of a `KEY=FILE` policy parameter that names a file, else None."""
-    key, sep, value = (part.strip() for part in text.partition("="))
-    return (key, value) if sep and key in FILE_PARAMS and value.lower() not in ("none", "null") else None
-
-
 def _started(request: ServeRequest, policy: str) -> tuple[ServeRequest, ServiceSettings]:
     """A new service: its input files copied into its folder (it reads the copies from now on) and its settings."""
     assert request.cluster is not None  # checked
-    kept: dict[str, tuple[str, str]] = {}
-    for key, path in (("config", request.config), ("throughputs", request.throughputs)):
-        if path is not None:
-            kept[key] = keep_input(request.out, path, key, f"{key} file")
-    params = []
-    for text in request.policy_params:
-        named = _file_param(text)
-        if named is not None:
-            stem = f"param-{named[0]}"  # beside --config's own copy
-            kept[stem] = keep_input(request.out, Path(named[1]), named[0], f"{named[0]} file", stem)
-            text = f"{named[0]}={kept[stem][0]}"
-        params.append(text)
+    files = {"config": request.config, "throughputs": request.throughputs}
+    names, params, digests = keep_inputs(request.out, files, request.policy_params)
     settings = ServiceSettings(
         policy=policy,
         command=None if is_builtin(request.command) else request.command,
         cluster=request.cluster,
         round_seconds=request.round_seconds,
-        config=kept["config"][0] if "config" in kept else None,
-        throughputs=kept["throughputs"][0] if "throughputs" in kept else None,
-        inputs=dict(kept.values()),
+        **names,
+        inputs=digests,
         placement=request.placement,  # type: ignore[arg-type]
         max_restarts=request.max_restarts,
         realloc_seconds=request.realloc_seconds,
@@ -191,31 +171,20 @@ def _resumed(request: ServeRequest, journal: Journal, policy: str) -> tuple[Serv
 def _reading(
     request: ServeRequest, settings: ServiceSettings, policy: str, journal: Path | None = None
 ) -> ServeRequest:
-    """The request with the settings' data, its files read from their copies in the folder (checked against their
-    digests when resuming)."""
-
-    def copy(key: str, name: str | None) -> Path | None:
-        if name is None:
-            return None
-        if journal is None:
-            return request.out / name
-        return kept_input(request.out, name, settings.inputs, journal, key)
-
-    params = []
-    for text in settings.policy_params:
-        named = _file_param(text)
-        params.append(text if named is None else f"{named[0]}={copy(named[0], named[1])}")
+    """The request as the settings say (their data, the inputs' copies in the folder), with the operator's policy."""
+    names = {"config": settings.config, "throughputs": settings.throughputs}
+    paths, params = read_inputs(request.out, names, settings.policy_params, settings.inputs, journal)
     return dataclasses.replace(
         request,
         policy=policy,
         cluster=settings.cluster,
         round_seconds=settings.round_seconds,
-        config=copy("config", settings.config),
-        throughputs=copy("throughputs", settings.throughputs),
+        config=paths["config"],
+        throughputs=paths["throughputs"],
         placement=settings.placement,
         max_restarts=settings.max_restarts,
         realloc_seconds=settings.realloc_seconds,
-        policy_params=tuple(params),
+        policy_params=params,
     )
 
 
@@ -274,9 +243,6 @@ def _serve(
     command: list[str] | None,
     ready: Callable[[str], None] | None,
 ) -> dict[str, Any]:
-    from shockwave.policies.registry import parse_policy_params, policy_info
-    from shockwave.policies.shockwave.config import ShockwaveConfig
-
     journal_path = request.out / JOURNAL_FILE
     if request.resume and not journal_path.exists():
         raise InputError("no journal to resume from: start the service without --resume", path=journal_path)
@@ -295,15 +261,11 @@ def _serve(
         request, settings = _started(request, info.name)
     assert request.cluster is not None
     cluster = ClusterSpec.parse(request.cluster)
-    params = parse_policy_params(info.name, request.policy_params)
-    entities = read_entities(params["entities"]) if params.get("entities") is not None else None
-    params = {**params, **({"entities": entities} if entities is not None else {})}
-    config = ShockwaveConfig.from_json(request.config) if request.config else None
-    tm = load_throughputs(request.throughputs)
-    require_gpu_types(tm, cluster.types)
-    interval = request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds
-    policy = info.offered(params, min_realloc_interval_s=interval, config=config)
-    SchedulingLoop(policy, cluster, request.round_seconds, lambda: 0.0)  # its refusals, before a Ray instance starts
+    inputs = assemble(
+        info, cluster, policy_params=request.policy_params, throughputs=request.throughputs, config=request.config
+    )
+    tm, entities = inputs.throughputs, inputs.entities
+    policy = inputs.build(request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds)
     link = (
         QueueLink.restored(store, settings.service_jobs, entities)
         if journal is not None

@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from shockwave.assembly.inputs import assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.core.loop import timeline
-from shockwave.policies.registry import policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
-from shockwave.workload_model.prices import Prices, read_prices
-from shockwave.workload_model.profile import load_workload
+from shockwave.workload_model.profile import read_workload
 from shockwave.workload_model.summary import makespan_lower_bound
-from shockwave.workload_model.throughput import TableWithFallback, require_gpu_types
+from shockwave.workload_model.throughput import TableWithFallback
 from shockwave.workload_model.trace import require_gangs_fit
 
 
@@ -27,12 +26,12 @@ def simulate(
     cluster: ClusterSpec,
     mechanics: Mechanics,
     throughputs: Path | None = None,
-    config: ShockwaveConfig | None = None,
+    config: ShockwaveConfig | Path | None = None,
     on_round: Callable[[Progress], None] | None = None,
     batch_sizes: Path | None = None,
     window: tuple[int, int] | None = None,
     seed: int = 0,
-    policy_params: Mapping[str, Any] | None = None,
+    policy_params: Mapping[str, Any] | Iterable[str] = (),
     prices: Path | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
@@ -46,9 +45,10 @@ def simulate(
     `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
     (`shockwave.results.model.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     """
-    info = policy_info(policy)
-    tm, jobs, profiles = load_workload(trace, throughputs, batch_sizes)
-    require_gpu_types(tm, cluster.types)
+    inputs = assemble(
+        policy, cluster, policy_params=policy_params, throughputs=throughputs, config=config, prices=prices
+    )
+    jobs, profiles = read_workload(trace, inputs.throughputs, batch_sizes)
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
     measured = None
@@ -57,56 +57,34 @@ def simulate(
         if not 0 <= start < stop <= len(jobs):
             raise InputError(f"--window {start}:{stop} must be job ids within the trace's 0:{len(jobs)}", path=trace)
         measured = range(start, stop)
-    priced = _prices(prices, policy_params, cluster)
-    chosen = info.offered(
-        policy_params,
-        min_realloc_interval_s=mechanics.min_realloc_interval_s,
-        config=config,
-        seed=seed,
-        reference_quirks=mechanics.reference_policy_quirks,
-        prices=prices,
+    chosen = inputs.build(
+        mechanics.min_realloc_interval_s, seed=seed, reference_quirks=mechanics.reference_policy_quirks
     )
     engine = Simulator(
         jobs,
         profiles,
-        tm,
+        inputs.throughputs,
         cluster,
         chosen,
         mechanics,
         on_round,
         replay=batch_sizes is not None,
         window=measured,
-        prices=priced,
+        prices=inputs.prices,
     )
     result = engine.run()
     header = {
-        "policy": info.label,
+        "policy": inputs.policy.label,
         "trace": str(trace),
         "gpus": cluster.gpus,
         "cluster": cluster.describe(),
         "mechanics": mechanics.name,
         "round_seconds": mechanics.round_seconds,
-        "throughputs": tm.name,
+        "throughputs": inputs.throughputs.name,
+        **({"policy_params": inputs.described_params()} if inputs.params else {}),
     }
-    if policy_params:
-        header["policy_params"] = {
-            k: v if isinstance(v, int | float | bool) else str(v) for k, v in policy_params.items()
-        }
     summary = {**header, **result.summary, "timeline": timeline(result.rounds), "provenance": provenance(mechanics)}
+    tm = inputs.throughputs
     if isinstance(tm, TableWithFallback) and tm.estimated:
         summary["estimated_throughputs"] = tm.estimated_records()
     return summary, result
-
-
-def _prices(path: Path | None, policy_params: Mapping[str, Any] | None, cluster: ClusterSpec) -> Prices | None:
-    """The prices the result is counted in: `--prices`, else the policy's `prices` parameter, else None (the
-    defaults); a file must price every type of the cluster, and the two may not disagree."""
-    given = (policy_params or {}).get("prices")
-    if path is not None and given is not None and Path(given).resolve() != Path(path).resolve():
-        raise InputError(f"--prices {path} and --policy-param prices={given} disagree: give one of them", path=path)
-    source = path if path is not None else given
-    if source is None:
-        return None
-    chosen = read_prices(source)
-    chosen.require(cluster.types)
-    return chosen

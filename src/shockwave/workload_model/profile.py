@@ -131,6 +131,14 @@ def load_workload(
     """A validated trace, the throughput model it is read against, and every job's profile (from the observed
     batch-size `schedules` where given)."""
     tm = load_throughputs(throughputs)
+    return (tm, *read_workload(trace, tm, schedules))
+
+
+def read_workload(
+    trace: str | Path, tm: ThroughputModel, schedules: Path | None = None
+) -> tuple[list[TraceJob], list[JobProfile]]:
+    """The trace's jobs, validated against the throughput model `tm`, and every job's profile (from the observed
+    batch-size `schedules` where given)."""
     jobs = read_trace(trace, tm)
     observed = read_schedules(schedules, jobs) if schedules is not None else {}
-    return tm, jobs, [build_profile(job, tm, observed.get(i)) for i, job in enumerate(jobs)]
+    return jobs, [build_profile(job, tm, observed.get(i)) for i, job in enumerate(jobs)]
