@@ -69,6 +69,8 @@ def test_every_job_completes_once_with_its_full_step_count(trace: Path, tmp_path
     assert sum(r.preemptions for r in journal.values()) > 0  # 13 GPUs of gangs on 4 GPUs: time sharing
     assert all(j["measured_throughput"] == pytest.approx(RATE, rel=0.3) for j in result["jobs"])
     assert json.loads((tmp_path / "results.json").read_text())[0]["mechanics"] == "runtime"
+    hours = sum(result["gpu_hours_by_type"].values())  # priced as the simulator prices its GPU-hours
+    assert hours > 0 and result["total_cost"] == pytest.approx(hours * 0.74)  # V100s at Gavel's GCP price
     assert (tmp_path / "trace.scaled.trace").exists() and (tmp_path / "measured_throughputs.json").exists()
 
 

@@ -271,3 +271,20 @@ def test_a_job_the_throughput_table_cannot_plan_is_refused_at_submission(tmp_pat
     result = serve(request(out, throughputs=table), stop, backend_on(world, []))
     assert answers == [(201, None), (422, "family"), (201, None)]
     assert result["job_names"] == ["ok", "gang"] and result["complete"]
+
+
+def test_the_queue_the_dashboard_and_results_json_say_the_same_rho(tmp_path: Path) -> None:
+    """Five jobs on two GPUs (rho's max(1, N/G) is 2.5): a finished job's rho is the result's, wherever it is read."""
+    from shockwave.service.dashboard import job_row
+
+    world, fakes, stop = World(), [], threading.Event()
+    queue = Store(tmp_path, clock=world.now)
+    for i in range(5):
+        world.at(2.0 * i, lambda i=i: queue.submit(spec(f"job-{i}", steps=400 + 300 * i)))
+    world.at(300.0, stop.set)
+    result = serve(request(tmp_path), stop, backend_on(world, fakes))
+    assert len(result["jobs"]) == 5
+    by_name = {job.name: job for job in queue.jobs()}
+    for job in result["jobs"]:
+        stored = by_name[result["job_names"][job["id"]]]
+        assert stored.rho == job["ftf"] == job_row(stored)["rho"]

@@ -29,4 +29,9 @@ def deadline_s(job: JobState) -> float | None:
 
 def violates_slo(job: JobState) -> bool:
     """A finished job whose JCT exceeded SLO x duration (False without an SLO)."""
-    return has_slo(job) and job.last_finish_s - job.arrival_s > job.spec.slo * slo_duration_s(job)
+    return has_slo(job) and missed(job.spec.slo, slo_duration_s(job), job.last_finish_s - job.arrival_s)
+
+
+def missed(slo: float, duration_s: float, jct_s: float) -> bool:
+    """Whether a job with SLO factor `slo` and SLO duration `duration_s` that took `jct_s` missed its SLO."""
+    return jct_s > slo * duration_s

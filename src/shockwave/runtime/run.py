@@ -31,11 +31,19 @@ from shockwave.assembly.inputs import assemble
 from shockwave.core.cluster import MAX_GPUS, ClusterSpec
 from shockwave.core.errors import InputError, require_extra
 from shockwave.core.loop import timeline
+from shockwave.core.slo import missed
 from shockwave.io.atomic import ensure_writable, write_atomically
 from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
 from shockwave.policies.registry import policy_info
-from shockwave.results.metrics import JobOutcome, summarize_run
+from shockwave.results.metrics import (
+    JobOutcome,
+    cost_fields,
+    finish_time_fairness,
+    slo_fields,
+    summarize_run,
+    utilization_by_type,
+)
 from shockwave.results.model import Result
 from shockwave.results.provenance import provenance, with_command
 from shockwave.runtime.backend import Backend
@@ -52,6 +60,7 @@ from shockwave.runtime.folder import (
 from shockwave.runtime.journal import LAYOUT, JobRecord, Journal, row
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
+from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import build_profile, isolated_time, read_workload, schedule_from_switches
 from shockwave.workload_model.throughput import (
     DEFAULT_GPU_TYPE,
@@ -187,7 +196,9 @@ def _by_type_and_size(nested: Mapping[str, Mapping[str, T]]) -> Iterator[tuple[s
             yield gpu_type, int(bs), value
 
 
-def _completed_rates(measured: Rates, used: set[tuple[str, int, int]], types: list[str], tm: ThroughputModel) -> Rates:
+def _completed_rates(
+    measured: Rates, used: set[tuple[str, int, int]], types: list[str], tm: ThroughputModel, quiet: bool = False
+) -> Rates:
     """The measured rates, and for every (model, batch size, gang) the run used, a rate on each of `types`: one not
     measured there follows a type it was measured on by the throughput model's ratio between the two (the run's
     scale, not the table's), else it is the model's own."""
@@ -195,7 +206,9 @@ def _completed_rates(measured: Rates, used: set[tuple[str, int, int]], types: li
     for key in sorted(used | {k[1:] for k in measured}):
         seen = {t: measured[(t, *key)] for t in types if (t, *key) in measured}
         if not seen:
-            log.warning("no rate measured for %s at batch size %d on %d GPU(s): the table uses the model's", *key)
+            (log.debug if quiet else log.warning)(
+                "no rate measured for %s at batch size %d on %d GPU(s): the table uses the model's", *key
+            )
         known = {t: rate for t in types if (rate := rate_or_zero(tm, *key, t)) > 0}
         for gpu_type, rate in calibrated_rates(tm, key, known, seen, types).items():
             rates.setdefault((gpu_type, *key), rate)
@@ -432,7 +445,7 @@ def _run(
         scheduler.run()
     finally:
         scheduler.backend.close()
-    result = run_result(request, info.label, scheduler, tm, jobs)
+    result = run_result(request, info.label, scheduler, tm, jobs, inputs.prices)
     if command is not None:
         with_command(result, command)
     write_atomically(request.out / "results.json", json.dumps([result], indent=1))
@@ -466,6 +479,11 @@ def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str | N
     )
 
 
+def _missed_slo(job: TraceJob, outcome: JobOutcome) -> bool:
+    """The SLO factor times the trace's duration (else T_iso), against the job's JCT (`shockwave.core.slo`)."""
+    return missed(job.slo, float(job.duration) if job.duration > 0 else outcome.t_isolated_s, outcome.jct_s)
+
+
 def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
     """`busy` GPU-seconds of `gpus` GPUs, as fit in the makespan. A finished job's leases end by its finish, so
     by the makespan; only an unfinished job's (given up, cancelled, or running when a service stopped) may run past
@@ -473,58 +491,91 @@ def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
     return min(busy, gpus * makespan) if unfinished else busy
 
 
-def run_result(
-    request: RunRequest, policy: str, scheduler: RuntimeScheduler, tm: ThroughputModel, jobs: list[TraceJob]
-) -> dict[str, Any]:
-    """The `simulate --json` object of a finished (or stopped) run, with the runtime's own details; writes the
-    measured throughputs and batch sizes a replay reads into `request.out`. A job cancelled by the service's
-    operator is listed in `cancelled_jobs`, not among the unfinished."""
-    records = scheduler.records
+@dataclass(frozen=True)
+class Measured:
+    """What a run's jobs really did, as its result and the service's rho read it: a rate table from the measured
+    rates (completed across types), the batch size of each job's every epoch, and each finished job's outcome, its
+    T_iso at those rates and batch sizes."""
+
+    rates: Rates
+    schedules: dict[int, list[int]]
+    outcomes: list[JobOutcome]
+
+    def rhos(self, gpus: int) -> dict[int, float]:
+        """Each finished job's finish-time fairness, the metric's (`finish_time_fairness`, N the finished jobs)."""
+        return {o.id: finish_time_fairness(o, len(self.outcomes), gpus) for o in self.outcomes}
+
+
+def measured(
+    records: Mapping[int, JobRecord],
+    jobs: list[TraceJob],
+    tm: ThroughputModel,
+    cluster: ClusterSpec,
+    *,
+    quiet: bool = False,
+) -> Measured:
+    """The run as measured so far (see `Measured`); `quiet`: rates nothing measured yet are not worth a warning (a
+    service asks while jobs are still to run)."""
     schedules = {i: schedule_from_switches(jobs[i], r.switches) for i, r in records.items()}
-    cluster = scheduler.cluster
     used = {(jobs[i].model, bs, jobs[i].scale_factor) for i, schedule in schedules.items() for bs in set(schedule)}
     # Profiles and a replay's trace check read rates on the default type, even where the cluster has none of it.
     types = [*cluster.types, *([DEFAULT_GPU_TYPE] if DEFAULT_GPU_TYPE not in cluster.types else [])]
-    rates = _completed_rates(_measured_rates(jobs, records), used, types, tm)
-    table = TableThroughputs(rates, "measured")
-    write_atomically(request.out / "measured_throughputs.json", json.dumps(table.to_json(), indent=1))
-    write_atomically(request.out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(schedules.items())}))
+    rates = _completed_rates(_measured_rates(jobs, records), used, types, tm, quiet)
     model = _Measured(rates, tm)
     try:
         profiles = [build_profile(job, model, schedules[i]) for i, job in enumerate(jobs)]
     except InputError:
         profiles = [build_profile(job, tm) for job in jobs]
-    done = [i for i, r in records.items() if r.status == "done"]
     outcomes = [
         JobOutcome(
-            i,
-            jobs[i].arrival,
-            records[i].finish_s or 0.0,
-            isolated_time(jobs[i], profiles[i], model, cluster),
-            len(records[i].switches),
+            i, jobs[i].arrival, r.finish_s or 0.0, isolated_time(jobs[i], profiles[i], model, cluster), len(r.switches)
         )
-        for i in done
+        for i, r in sorted(records.items())
+        if r.status == "done"
     ]
-    makespan = max((records[i].finish_s or 0.0 for i in done), default=0.0)
+    return Measured(rates, schedules, outcomes)
+
+
+def run_result(
+    request: RunRequest,
+    policy: str,
+    scheduler: RuntimeScheduler,
+    tm: ThroughputModel,
+    jobs: list[TraceJob],
+    prices: Prices | None = None,
+) -> dict[str, Any]:
+    """The `simulate --json` object of a finished (or stopped) run, with the runtime's own details; writes the
+    measured throughputs and batch sizes a replay reads into `request.out`. A job cancelled by the service's
+    operator is listed in `cancelled_jobs`, not among the unfinished. GPU-hours are priced in `prices` (default:
+    Gavel's GCP prices)."""
+    records, cluster = scheduler.records, scheduler.cluster
+    run = measured(records, jobs, tm, cluster)
+    write_atomically(
+        request.out / "measured_throughputs.json",
+        json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1),
+    )
+    write_atomically(
+        request.out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())})
+    )
+    done = [o.id for o in run.outcomes]
+    makespan = max((o.finish_s for o in run.outcomes), default=0.0)
     failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
     not_done = any(r.status != "done" for r in records.values())
     busy = _within(_busy(records, jobs), request.gpus, makespan, not_done)
     summary = summarize_run(
-        outcomes,
+        run.outcomes,
         gpus=request.gpus,
         makespan_s=makespan,
         gpu_busy_s=[busy / request.gpus] * request.gpus,
         num_rounds=scheduler.view.round_index,
         makespan_lower_bound_s=_realised_lower_bound(jobs, records, request.gpus),
     )
-    if len(cluster.pools) > 1:
-        summary["utilization_by_type"] = {
-            pool.gpu_type: _within(_busy(records, jobs, pool.gpu_type), pool.gpus, makespan, not_done)
-            / (pool.gpus * makespan)
-            if makespan
-            else 0.0
-            for pool in cluster.pools
-        }
+    busy_by_type = {t: _busy(records, jobs, t) for t in cluster.types}
+    by_type = utilization_by_type(busy_by_type, cluster, makespan, capped=not_done)
+    if by_type is not None:
+        summary["utilization_by_type"] = by_type
+    summary.update(cost_fields(busy_by_type, prices))
+    summary.update(slo_fields(_missed_slo(jobs[o.id], o) for o in run.outcomes if jobs[o.id].slo > 0))
     extra = {i: records[i] for i in done}
     for job in summary["jobs"]:
         record = extra[job["id"]]

@@ -29,6 +29,7 @@ from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 from shockwave.io.private import append_private
 from shockwave.runtime.journal import MAX_SECONDS, SETTLED, JobRecord
+from shockwave.runtime.run import measured
 from shockwave.runtime.scheduler import RuntimeScheduler
 from shockwave.service.api import SchedulerMetrics
 from shockwave.service.spec import JobShape
@@ -133,11 +134,16 @@ class ServiceScheduler(RuntimeScheduler):
         self.published: dict[int, JobUpdate] = {}
         """What the store was last told of each job (only news is written)."""
         self.alone_s: dict[int, float] = {}
-        """Each job's T_iso at its latest rates: a finished job's rho is its time over this."""
+        """Each job's T_iso at its latest rates: a running job's rho is its projected time over this."""
         self.planning_from: float | None = None
         self.last_round_start: float | None = None
         self.skipped: set[int] = set()
         """Invalid queue rows already reported."""
+        self.finished_rho: dict[int, float] = {}
+        """Each finished job's rho as the run's result counts it (`shockwave.runtime.run.measured`), refreshed when a
+        job finishes and when the service stops, so the API, the dashboard and results.json say the same."""
+        self.rho_of: frozenset[int] = frozenset()
+        """The finished jobs `finished_rho` was counted over."""
         super().__init__(**scheduler)
         for job_id, why in link.invalid.items():
             self._give_up(job_id, why)
@@ -245,23 +251,43 @@ class ServiceScheduler(RuntimeScheduler):
         super()._save()
         self._publish()
 
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:  # rates measured since the last finish count in results.json: the queue says the same
+            self._refresh_rho(force=True)
+            self._publish()
+
+    def _refresh_rho(self, force: bool = False) -> None:
+        done = frozenset(i for i, r in self.records.items() if r.status == "done")
+        if force or done != self.rho_of:
+            run = measured(self.records, self.jobs, self.throughputs, self.cluster, quiet=True)
+            self.finished_rho, self.rho_of = run.rhos(self.cluster.gpus), done
+
     def _publish(self) -> None:
+        self._refresh_rho()
         now = self.elapsed()
         updates: dict[int, JobUpdate] = {}
+        rhos: dict[int, float | None] = {}
         for job_id, record in self.records.items():
-            news = self._news(job_id, record, now)
-            if news is not None and news != self.published.get(job_id):
-                updates[self.link.taken[job_id].store_id] = news
-                self.published[job_id] = news
+            news, before = self._news(job_id, record, now), self.published.get(job_id)
+            if news is None or news == before:
+                continue
+            store_id = self.link.taken[job_id].store_id
+            if before is not None and before.get("state") == news.get("state") == "done":
+                rhos[store_id] = news.get("rho")  # more jobs finished, or rates were measured: the metric moved
+            else:
+                updates[store_id] = news
+            self.published[job_id] = news
         if updates:
             self.link.store.update_many(updates)
+        if rhos:
+            self.link.store.update_finished_rho(rhos)
 
     def _news(self, job_id: int, record: JobRecord, now: float) -> JobUpdate | None:
         """What the store should say of the job now (None: nothing it does not know)."""
         arrival = self.link.taken[job_id].arrival
         if record.status == "done":
-            finish = record.finish_s or now
-            alone = self.alone_s.get(job_id)
             return JobUpdate(
                 state="done",
                 gpu_type=None,
@@ -269,8 +295,8 @@ class ServiceScheduler(RuntimeScheduler):
                 progress_steps=record.total_steps,
                 total_steps=record.total_steps,
                 batch_size=record.batch_size,
-                estimated_finish_s=self.start_wall + finish,
-                rho=(finish - arrival) / alone if alone else None,
+                estimated_finish_s=self.start_wall + (record.finish_s or now),
+                rho=self.finished_rho.get(job_id),
             )
         if record.status == "failed":
             return JobUpdate(state="failed", gpu_type=None, gpus=None, reason=record.reason)

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from shockwave.assembly.inputs import assemble
+from shockwave.assembly.inputs import RunInputs, assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError, require_extra
 from shockwave.io.atomic import write_atomically
@@ -315,7 +315,7 @@ def _serve(
         if server is not None:
             server.stop()
         cluster_backend.close()
-    return _result(request, info.label, scheduler, tm, command)
+    return _result(request, info.label, scheduler, inputs, command)
 
 
 def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:
@@ -325,7 +325,7 @@ def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:
 
 
 def _result(
-    request: ServeRequest, label: str, scheduler: ServiceScheduler, tm: ThroughputModel, command: list[str] | None
+    request: ServeRequest, label: str, scheduler: ServiceScheduler, inputs: RunInputs, command: list[str] | None
 ) -> dict[str, Any]:
     """The run so far, as `shockwave run` reports one (DIR/results.json), with the jobs' names."""
     write_trace(scheduler.jobs, request.out / TRACE_FILE)
@@ -338,7 +338,7 @@ def _result(
         cluster=scheduler.cluster.describe(),
         realloc_seconds=request.realloc_seconds,
     )
-    result = run_result(as_run, label, scheduler, tm, scheduler.jobs)
+    result = run_result(as_run, label, scheduler, inputs.throughputs, scheduler.jobs, inputs.prices)
     result["job_names"] = [scheduler.link.name(i) for i in range(len(scheduler.jobs))]
     if command is not None:
         with_command(result, command)

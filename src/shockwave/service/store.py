@@ -273,6 +273,15 @@ class Store:
                     changed[job_id] = cursor.rowcount == 1
         return changed
 
+    def update_finished_rho(self, rhos: Mapping[int, float | None]) -> None:
+        """A finished job's rho as the run's result now counts it: its one field that moves after it ends (the
+        metric's N/G and T_iso's measured rates take in every later finish)."""
+        with self._connect() as db:
+            db.executemany(
+                "UPDATE jobs SET rho = ? WHERE id = ? AND state = 'done'",
+                [(rho, job_id) for job_id, rho in rhos.items()],
+            )
+
     def new_since(self, job_id: int) -> list[Job]:
         """Jobs submitted after job `job_id` (0: all), in submission order, whatever their state."""
         with self._connect() as db:

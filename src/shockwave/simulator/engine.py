@@ -21,11 +21,11 @@ from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.slo import has_slo, violates_slo
 from shockwave.core.state import JobState, rescale_to_batch_size
-from shockwave.results.metrics import JobOutcome, summarize_run
+from shockwave.results.metrics import JobOutcome, cost_fields, slo_fields, summarize_run, utilization_by_type
 from shockwave.simulator.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
-from shockwave.workload_model.prices import DEFAULT_PRICES, Prices
+from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
 from shockwave.workload_model.throughput import ThroughputModel
@@ -334,17 +334,7 @@ class Simulator:
     def _cost(self, busy_s: dict[str, float], done: list[JobState]) -> dict[str, Any]:
         """GPU-hours the run kept each type busy (the whole run, every job, as utilisation counts them; a pair sharing
         a gang counts once) and what they cost; SLO violations among the measured finished jobs that have SLOs."""
-        hours = {t: seconds / 3600.0 for t, seconds in busy_s.items()}
-        out: dict[str, Any] = {"gpu_hours_by_type": hours}
-        prices = self.prices or DEFAULT_PRICES
-        if self.prices is not None or all(t in prices.by_type for t in hours):
-            cost = prices.cost(hours)
-            out.update(cost_by_type=cost, total_cost=sum(cost.values()), prices=prices.describe())
-        with_slo = [j for j in done if has_slo(j)]
-        if with_slo:
-            out["slo_jobs"] = len(with_slo)
-            out["slo_violations"] = sum(violates_slo(j) for j in with_slo)
-        return out
+        return {**cost_fields(busy_s, self.prices), **slo_fields(violates_slo(j) for j in done if has_slo(j))}
 
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
         measured = range(len(self.specs)) if self.window is None else self.window
@@ -371,11 +361,9 @@ class Simulator:
             ),
         )
         busy = {t: sum(self.gpu_busy[g] for g in self.cluster.gpu_ids(t)) for t in self.cluster.types}
-        if len(self.cluster.types) > 1:
-            now = self.view.now
-            summary["utilization_by_type"] = {
-                t: busy[t] / (self.cluster.pool(t).gpus * now) if now > 0 else 0.0 for t in self.cluster.types
-            }
+        by_type = utilization_by_type(busy, self.cluster, self.view.now)
+        if by_type is not None:
+            summary["utilization_by_type"] = by_type
         summary.update(self._cost(busy, done))
         if self.window is not None:
             summary["window"] = [self.window.start, self.window.stop]
