@@ -237,8 +237,8 @@ PLUGIN = """\
     [
         ("missing.py:Good", r"missing\.py: policy file not found"),
         ("plugin.py:Absent", r"plugin\.py: no class 'Absent' in this policy file; the policies it defines: Fussy, Go"),
-        ("plugin.py:helper", r"plugin\.py: class 'helper' is not a policy: .*Policy; this is a function"),
-        ("plugin.py:NotMine", r"plugin\.py: class 'NotMine' is not a policy: .*the class NotMine, which does not"),
+        ("plugin.py:helper", r"plugin\.py: class 'helper' is not a policy: .*load_state_dict\); this is a function"),
+        ("plugin.py:NotMine", r"plugin\.py: class 'NotMine' is not a policy: .*the class NotMine, which is neither"),
         ("plugin.py:Policy", r"plugin\.py: class 'Policy' is not a policy: .*the Policy base class itself"),
         ("plugin.py", r"plugin\.py' names a file but not the class in it: write .*plugin\.py:ClassName"),
         ("plugin.py:1st", r"'1st' is not a Python class name"),
@@ -402,3 +402,59 @@ KEEN = """\
 
 def test_a_policy_is_a_policy() -> None:
     assert all(isinstance(make_policy(name), Policy) for name in POLICIES)
+
+
+# -- allocators: a new program on Gavel's mechanism -----------------------------------------------------------------
+def readme_allocator() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("**A new program on Gavel's mechanism.**") :]
+    return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)  # type: ignore[union-attr]
+
+
+def test_the_readme_allocator_is_the_examples_file_and_short() -> None:
+    assert readme_allocator() == (ROOT / "examples" / "my_allocator.py").read_text()
+    assert len(readme_allocator().splitlines()) <= 30
+
+
+def test_an_allocator_from_a_file_runs_on_gavels_mechanism_in_simulate_and_compare(folder: Path) -> None:
+    (folder / "my_allocator.py").write_text(readme_allocator())
+    policy = "my_allocator.py:ThroughputPlusFairness"
+    done = shockwave(
+        "simulate",
+        "--trace",
+        "small.trace",
+        "--gpus",
+        4,
+        "--policy",
+        policy,
+        "--policy-param",
+        "fairness=2",
+        "--json",
+        cwd=folder,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["policy"] == "throughput_plus_fairness" and result["complete"] and len(result["jobs"]) == 8
+    assert result["policy_params"] == {"fairness": 2.0}
+    built = make_policy(str(folder / policy), fairness=0.5, min_realloc_interval_s=60.0)
+    assert isinstance(built, GavelPolicy) and built.allocator.fairness == 0.5
+    compared = shockwave(
+        "compare",
+        *("--trace", "small.trace", "--gpus", 4, "--out", "cmp", "-j", 1),
+        "--policies",
+        f"gavel,{policy}",
+        cwd=folder,
+    )
+    assert compared.returncode == 0, compared.stderr
+    results = json.loads((folder / "cmp" / "results.json").read_text())
+    assert [r["policy"] for r in results] == ["max_min_fairness", "throughput_plus_fairness"]
+    assert all(r["complete"] for r in results)
+
+
+def test_an_allocator_s_parameters_are_checked_like_a_policy_s(folder: Path) -> None:
+    (folder / "my_allocator.py").write_text(readme_allocator())
+    with pytest.raises(InputError, match=r"has no parameter 'lease_s' \(its parameters: fairness, min_realloc"):
+        make_policy(str(folder / "my_allocator.py:ThroughputPlusFairness"), lease_s=3.0)
+    write(folder / "neither.py", "class Neither:\n    def allocate(self, inputs): ...\n")
+    with pytest.raises(InputError, match=r"is neither"):
+        make_policy(str(folder / "neither.py:Neither"))

@@ -2,15 +2,18 @@
 
 A file is named as `path/to/file.py:ClassName` wherever a policy name goes (`simulate --policy`, `compare
 --policies`, a sweep's `policies`, `run --policy`). The file is run, as the user asked by naming it, and the class
-must subclass `shockwave.core.policy.Policy`. An installed package registers a policy by name under the entry point
-group `shockwave.policies`, in its pyproject.toml:
+is a policy (it subclasses `shockwave.core.policy.Policy`) or an allocator: a new program on Gavel's round mechanism,
+which subclasses `shockwave.policies.gavel.mechanism.Stateless` (or defines `allocate`, `state_dict` and
+`load_state_dict`) and runs as Gavel's policies do. An installed package registers either by name under the entry
+point group `shockwave.policies`, in its pyproject.toml:
 
     [project.entry-points."shockwave.policies"]
     shortest_first = "my_package.policies:ShortestFirst"
 
 Results call a file's policy by the class's own `name` attribute, else by the class name, and a package's by its
 entry point name. Code only ever comes from the file or package the user named: a resumed run loads the file its
-journal names again, and nothing read from a journal or a results file is ever executed.
+operator names again (the journal only checks it is the run's), and nothing read from a journal or a results file is
+ever executed.
 
 This module loads classes; `registry` says which parameters they take and builds them.
 """
@@ -100,9 +103,9 @@ _modules: dict[tuple[Path, str], types.ModuleType] = {}
 """Files already run in this process, by path and content: a changed file is run again."""
 
 
-def load_file_class(spec: FileSpec) -> type[Policy]:
+def load_file_class(spec: FileSpec) -> type:
     """The class `spec` names, after running its file (once per content); InputError naming the file and class when
-    the file is missing or fails, has no such class, or the class is not a Policy."""
+    the file is missing or fails, has no such class, or the class is neither a policy nor an allocator."""
     text = read_text(spec.path, "policy file")
     module = _module(spec, text)
     found = vars(module).get(spec.class_name)
@@ -110,11 +113,11 @@ def load_file_class(spec: FileSpec) -> type[Policy]:
         mine = sorted(
             name
             for name, value in vars(module).items()
-            if _is_policy_class(value) and value.__module__ == module.__name__
+            if _is_plugin_class(value) and value.__module__ == module.__name__
         )
-        also = f"; the policies it defines: {', '.join(mine)}" if mine else "; it defines no Policy subclass"
+        also = f"; the policies it defines: {', '.join(mine)}" if mine else "; it defines no policy or allocator"
         raise InputError(f"no class {spec.class_name!r} in this policy file{also}", path=spec.path)
-    return policy_class(found, f"class {spec.class_name!r}", spec.path)
+    return plugin_class(found, f"class {spec.class_name!r}", spec.path)
 
 
 def _module(spec: FileSpec, text: str) -> types.ModuleType:
@@ -160,35 +163,47 @@ def entry_point_origin(point: importlib.metadata.EntryPoint) -> str:
     return f"policy {point.name!r} ({point.value} from {package}, entry point group {ENTRY_POINT_GROUP})"
 
 
-def load_entry_point(point: importlib.metadata.EntryPoint) -> type[Policy]:
+def load_entry_point(point: importlib.metadata.EntryPoint) -> type:
     where = entry_point_origin(point)
     try:
         found = point.load()
     except (Exception, SystemExit) as exc:
         raise InputError(f"{where}: loading it failed: {describe(exc)}") from None
-    return policy_class(found, where)
+    return plugin_class(found, where)
 
 
-def policy_class(found: object, where: str, path: Path | None = None) -> type[Policy]:
-    """`found` if it is a Policy subclass, else an InputError saying what it is."""
-    if _is_policy_class(found):
+def plugin_class(found: object, where: str, path: Path | None = None) -> type:
+    """`found` if it is a policy or an allocator class, else an InputError saying what it is."""
+    if _is_plugin_class(found):
         return found  # type: ignore[return-value]
     if found is Policy:
         what = "the Policy base class itself"
     elif isinstance(found, type):
-        what = f"the class {found.__qualname__}, which does not subclass it"
+        what = f"the class {found.__qualname__}, which is neither"
     else:
         what = f"a {type(found).__name__}"
     raise InputError(
-        f"{where} is not a policy: a policy subclasses shockwave.core.policy.Policy; this is {what}", path=path
+        f"{where} is not a policy: a policy subclasses shockwave.core.policy.Policy, an allocator subclasses "
+        f"shockwave.policies.gavel.mechanism.Stateless (or defines allocate, state_dict and load_state_dict); this "
+        f"is {what}",
+        path=path,
     )
 
 
-def class_label(cls: type[Policy], where: str, path: Path | None = None) -> str:
+def is_allocator_class(value: object) -> bool:
+    """An allocator: a program on Gavel's round mechanism (`shockwave.policies.gavel.mechanism.Allocator`)."""
+    return (
+        isinstance(value, type)
+        and not issubclass(value, Policy)
+        and all(callable(getattr(value, method, None)) for method in ("allocate", "state_dict", "load_state_dict"))
+    )
+
+
+def class_label(cls: type, where: str, path: Path | None = None) -> str:
     """What results call a file's policy: the `name` its own code sets (on the class or a base of its own), else the
     class name (a `name` inherited from the package's classes is not the plug-in's)."""
-    owner = next((k for k in cls.__mro__ if "name" in vars(k)), Policy)
-    label = cls.__name__ if owner.__module__.split(".")[0] == "shockwave" else vars(owner)["name"]
+    owner = next((k for k in cls.__mro__ if "name" in vars(k)), object)
+    label = cls.__name__ if owner is object or owner.__module__.split(".")[0] == "shockwave" else vars(owner)["name"]
     if not isinstance(label, str) or not LABEL.match(label):
         raise InputError(
             f"{where}: its name {label!r} cannot name results (letters, digits and _ . + - only)", path=path
@@ -212,5 +227,5 @@ def line_in(exc: BaseException, path: Path) -> int | None:
     return line
 
 
-def _is_policy_class(value: object) -> bool:
-    return isinstance(value, type) and issubclass(value, Policy) and value is not Policy
+def _is_plugin_class(value: object) -> bool:
+    return (isinstance(value, type) and issubclass(value, Policy) and value is not Policy) or is_allocator_class(value)

@@ -367,11 +367,11 @@ def policy_info(name: str, *, base: Path | None = None) -> PolicyInfo:
             raise InputError(
                 f"{origin} is named {label!r}, as a built-in policy is: set its `name` to another", path=spec.path
             )
-        return PolicyInfo(str(spec), cls, _params_of(cls), _help_of(cls), label, origin, spec.path)
+        return _plugin_info(str(spec), cls, label, origin, spec.path)
     point = plugins.entry_points().get(name)
     if point is not None:
         cls = plugins.load_entry_point(point)
-        return PolicyInfo(name, cls, _params_of(cls), _help_of(cls), origin=plugins.entry_point_origin(point))
+        return _plugin_info(name, cls, name, plugins.entry_point_origin(point))
     known = ", ".join([*known_policies(), *(f"{a} (= {t})" for a, t in ALIASES.items())])
     raise InputError(
         f"unknown policy {name!r}; known policies: {known}; or a policy class in a file: path/to/file.py:ClassName"
@@ -465,7 +465,19 @@ def _read_value(text: str, param: Param, where: str) -> Any:
     raise InputError(f"{where}: expected {wanted}, got {text!r}")
 
 
-def _params_of(cls: type[Policy]) -> tuple[Param, ...]:
+def _plugin_info(name: str, cls: type, label: str, origin: str, path: Path | None = None) -> PolicyInfo:
+    """A plug-in's entry: a policy class is built with its own parameters; an allocator runs on Gavel's mechanism
+    (`GavelPolicy`), which adds the reallocation interval and the seed to the allocator's own parameters."""
+    if not plugins.is_allocator_class(cls):
+        return PolicyInfo(name, cls, _params_of(cls), _help_of(cls), label, origin, path)
+
+    def build(min_realloc_interval_s: float = INTERVAL.default, seed: int = SEED.default, **own: Any) -> Policy:
+        return GavelPolicy(cls(**own), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+    return PolicyInfo(name, build, (*_params_of(cls), INTERVAL, SEED), _help_of(cls), label, origin, path)
+
+
+def _params_of(cls: type) -> tuple[Param, ...]:
     """A plug-in's parameters: the keyword parameters of its `__init__`, typed by their annotations when those are
     plain classes (or unions of them)."""
     try:
