@@ -12,24 +12,14 @@ import pytest
 
 from conftest import ROOT, shockwave
 from runtime_trace import write_runtime_trace
+from shockwave.assembly.inputs import assemble
 from shockwave.core.clock import VirtualClock
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.core.policy import Policy
 from shockwave.experiments.cell import Cell
 from shockwave.policies.gavel.mechanism import GavelPolicy
-from shockwave.policies.registry import (
-    INTERVAL,
-    POLICIES,
-    canonical_name,
-    canonical_names,
-    known_policies,
-    make_policy,
-    make_policy_offering,
-    policy_label,
-    policy_params,
-    takes_config,
-)
+from shockwave.policies.registry import POLICIES, canonical_names, known_policies, make_policy, policy_info
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.runtime.backend import Launch
 from shockwave.runtime.fake_backend import FakeBackend
@@ -180,13 +170,13 @@ def test_entry_points_are_known_by_name_and_run(installed: Path, tmp_path: Path)
     assert "shortest" in known_policies() and known_policies()[: len(POLICIES)] == list(POLICIES)
     assert known_policies().count("fifo") == 1  # a built-in name stays the built-in policy
     assert type(make_policy("fifo")).__name__ == "FifoPolicy"
-    assert canonical_name("shortest") == "shortest" and policy_label("shortest") == "shortest"
+    assert policy_info("shortest").name == policy_info("shortest").label == "shortest"
     assert type(make_policy("shortest")).__name__ == "ShortestFirst"
     trace = write_runtime_trace(tmp_path / "small.trace")
     result, _ = simulate(trace, "shortest", ClusterSpec.of(4), preset("corrected"))
     assert result["policy"] == "shortest" and result["complete"]
     with pytest.raises(InputError, match=r"unknown policy 'nosuch'; known policies: .*shortest"):
-        canonical_name("nosuch")
+        policy_info("nosuch")
 
 
 def test_a_broken_entry_point_names_itself_and_its_package(installed: Path) -> None:
@@ -208,7 +198,7 @@ def test_entry_points_come_from_importlib_metadata(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr("importlib.metadata.entry_points", entry_points)
     assert "gavel_again" in known_policies() and seen == ["shockwave.policies"]
-    policy = make_policy_offering("gavel_again", min_realloc_interval_s=30.0, config=None)
+    policy = policy_info("gavel_again").offered(min_realloc_interval_s=30.0, config=None)
     assert isinstance(policy, GavelPolicy) and policy.min_realloc_interval_s == 30.0
 
 
@@ -306,12 +296,12 @@ def test_results_call_a_plug_in_by_a_name_of_its_own(tmp_path: Path) -> None:
         """,
     )
     spec = f"{tmp_path / 'names.py'}:"
-    assert policy_label(spec + "MyFifo") == "MyFifo"  # "fifo" is the package's class's name, not this one's
-    assert policy_label(spec + "Named") == policy_label(spec + "Renamed") == "named"
+    assert policy_info(spec + "MyFifo").label == "MyFifo"  # "fifo" is the package's class's name, not this one's
+    assert policy_info(spec + "Named").label == policy_info(spec + "Renamed").label == "named"
     with pytest.raises(InputError, match="is named 'shockwave', as a built-in policy is"):
-        policy_label(spec + "Impostor")
+        policy_info(spec + "Impostor")
     with pytest.raises(InputError, match=r"its name '\.\./up' cannot name results"):
-        policy_label(spec + "Slashed")
+        policy_info(spec + "Slashed")
     with pytest.raises(InputError, match="are both called 'named' in results"):
         canonical_names([spec + "Named", "fifo", spec + "Again"])
     assert canonical_names(["gavel", "max_min_fairness", spec + "Named"]) == ["max_min_fairness", spec + "Named"]
@@ -319,37 +309,36 @@ def test_results_call_a_plug_in_by_a_name_of_its_own(tmp_path: Path) -> None:
 
 def test_a_changed_file_is_loaded_again(tmp_path: Path) -> None:
     path = write(tmp_path / "p.py", "from shockwave.core.policy import Policy\n\nclass P(Policy):\n    name = 'one'\n")
-    assert policy_label(f"{path}:P") == "one"
+    assert policy_info(f"{path}:P").label == "one"
     path.write_text(path.read_text().replace("'one'", "'two'"))  # same size, same second: no stale bytecode
-    assert policy_label(f"{path}:P") == "two"
+    assert policy_info(f"{path}:P").label == "two"
 
 
 # -- declared parameters -------------------------------------------------------------------------------------------
-def test_every_built_in_policy_declares_its_parameters() -> None:
+def test_every_built_in_policy_takes_its_constructor_s_parameters() -> None:
+    base = {"min_realloc_interval_s", "seed"}
+    quirks = ("fifo", "finish_time_fairness", "finish_time_fairness_perf", "finish_time_fairness_packed")
+    costly = (
+        "max_sum_throughput_normalized_by_cost_perf",
+        "max_sum_throughput_normalized_by_cost_perf_SLOs",
+        "max_sum_throughput_normalized_by_cost_packed_SLOs",
+    )
+    expected = {
+        "shockwave": {"config"},
+        "themis": {"lease_s", "fairness_knob"},
+        "allox": {*base, "alpha"},
+        **{key: {*base, "reference_quirks"} for key in (*quirks, "max_min_fairness_packed")},
+        **{
+            key: {*base, "entities"}
+            for key in ("max_min_fairness_water_filling", "max_min_fairness_water_filling_perf")
+        },
+        **{key: {*base, "prices"} for key in costly},
+    }
     for name, info in POLICIES.items():
-        assert info.help and all(p.help for p in info.params)
-        base = ["min_realloc_interval_s", "seed"]
-        with_quirks = ("fifo", "finish_time_fairness", "finish_time_fairness_perf", "finish_time_fairness_packed")
-        expected = {
-            "shockwave": ["config"],
-            "themis": ["lease_s", "fairness_knob"],
-            **{key: [*base, "reference_quirks"] for key in (*with_quirks, "max_min_fairness_packed")},
-            **{
-                key: [*base, "entities"]
-                for key in ("max_min_fairness_water_filling", "max_min_fairness_water_filling_perf")
-            },
-            **{
-                key: [*base, "prices"]
-                for key in (
-                    "max_sum_throughput_normalized_by_cost_perf",
-                    "max_sum_throughput_normalized_by_cost_perf_SLOs",
-                    "max_sum_throughput_normalized_by_cost_packed_SLOs",
-                )
-            },
-        }.get(name, base)
-        assert [p.name for p in info.params] == expected, name
-    assert policy_params("gavel")["min_realloc_interval_s"] == INTERVAL and INTERVAL.default == 1000.0
-    assert INTERVAL.types == (float,) and takes_config("shockwave") and not takes_config("themis")
+        assert {p.name for p in info.params} == expected.get(name, base), name
+    interval = {p.name: p for p in policy_info("gavel").params}["min_realloc_interval_s"]
+    assert interval.default == 1000.0 and interval.types == (float,)
+    assert policy_info("shockwave").takes_config and not policy_info("themis").takes_config
 
 
 def test_make_policy_checks_names_and_types() -> None:
@@ -362,7 +351,7 @@ def test_make_policy_checks_names_and_types() -> None:
         make_policy("fifo", min_realloc_interval_s="soon")
     with pytest.raises(InputError, match="must be float, not bool"):
         make_policy("ossp", min_realloc_interval_s=True)
-    with pytest.raises(InputError, match="parameter 'config' must be ShockwaveConfig or str or Path or None, not int"):
+    with pytest.raises(InputError, match="parameter 'config' must be ShockwaveConfig or None, not int"):
         make_policy("shockwave", config=3)
     with pytest.raises(InputError, match="unknown policy 'nosuch'"):
         make_policy("nosuch")
@@ -370,18 +359,18 @@ def test_make_policy_checks_names_and_types() -> None:
 
 def test_shockwave_takes_a_config_file(tmp_path: Path) -> None:
     (tmp_path / "c.json").write_text(json.dumps({"k": 0.5}))
-    policy = make_policy("shockwave", config=tmp_path / "c.json")
+    policy = assemble("shockwave", ClusterSpec.of(4), config=tmp_path / "c.json").build(60.0)
     assert isinstance(policy, ShockwavePolicy) and policy.config.k == 0.5
 
 
 def test_a_driver_offers_and_each_policy_takes_what_it_declares(tmp_path: Path) -> None:
     spec = f"{write(tmp_path / 'keen.py', KEEN)}:Keen"
     offered = {"min_realloc_interval_s": 60.0, "config": None}
-    assert isinstance(make_policy_offering("shockwave", **offered), ShockwavePolicy)
-    assert make_policy_offering("fifo", **offered).min_realloc_interval_s == 60.0  # type: ignore[attr-defined]
-    keen = make_policy_offering(spec, **offered)
+    assert isinstance(policy_info("shockwave").offered(**offered), ShockwavePolicy)
+    assert policy_info("fifo").offered(**offered).min_realloc_interval_s == 60.0  # type: ignore[attr-defined]
+    keen = policy_info(spec).offered(**offered)
     assert (keen.interval, keen.greed) == (60.0, 2)  # type: ignore[attr-defined]
-    assert list(policy_params(spec)) == ["min_realloc_interval_s", "greed"]
+    assert [p.name for p in policy_info(spec).params] == ["min_realloc_interval_s", "greed"]
     assert make_policy(spec, greed=5).greed == 5  # type: ignore[attr-defined]
     with pytest.raises(InputError, match=r"policy class 'Keen': parameter 'greed' must be int, not str"):
         make_policy(spec, greed="lots")

@@ -23,7 +23,7 @@ from shockwave.core.loop import RoundRecord
 from shockwave.core.plan import RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
-from shockwave.policies.registry import POLICIES, make_policy, make_policy_offering
+from shockwave.policies.registry import POLICIES, make_policy, policy_info
 from shockwave.runtime.fake_backend import FakeBackend
 from shockwave.runtime.run import RunRequest, run
 from shockwave.runtime.snapshot import FORMAT, Snapshot
@@ -161,7 +161,7 @@ def without_timing(state: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_a_restored_policy_plans_every_later_round_as_the_original(name: str) -> None:
     workload = small_workload()
-    twinned = Twinned(lambda: make_policy_offering(name, min_realloc_interval_s=240.0), workload)
+    twinned = Twinned(lambda: policy_info(name).offered(min_realloc_interval_s=240.0), workload)
     mechanics = preset("corrected")
     result = Simulator(*workload, load_throughputs(None), ClusterSpec.of(4), twinned, mechanics).run()
     assert result.summary["unfinished_jobs"] == []
@@ -174,7 +174,7 @@ def test_a_restored_policy_plans_every_later_round_as_the_original(name: str) ->
 def test_a_restored_policy_plans_as_the_original_on_several_gpu_types(name: str) -> None:
     """Shockwave's per-type plan, warm start and per-type measurements survive the journal too."""
     workload = small_workload()
-    twinned = Twinned(lambda: make_policy_offering(name, min_realloc_interval_s=240.0), workload)
+    twinned = Twinned(lambda: policy_info(name).offered(min_realloc_interval_s=240.0), workload)
     cluster = ClusterSpec.parse("v100:4,p100:2,k80:2")
     result = Simulator(*workload, load_throughputs(None), cluster, twinned, preset("corrected")).run()
     assert result.summary["unfinished_jobs"] == [] and set(result.summary["utilization_by_type"]) == set(cluster.types)

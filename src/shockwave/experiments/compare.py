@@ -23,7 +23,7 @@ from shockwave.experiments.store import claimed, write_comparison
 from shockwave.experiments.sweep import headline
 from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_text
 from shockwave.policies.plugins import short_name, source_of
-from shockwave.policies.registry import canonical_names, takes_config
+from shockwave.policies.registry import canonical_names, policy_info
 from shockwave.results.provenance import with_command
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
             config_text=config_text if configured else None,
             policy_text=source_of(policy),
         )
-        for policy, configured in ((p, takes_config(p)) for p in policies)
+        for policy, configured in ((p, policy_info(p).takes_config) for p in policies)
     ]
 
 

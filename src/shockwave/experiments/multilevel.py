@@ -29,7 +29,7 @@ from shockwave.core.state import JobState
 from shockwave.io.atomic import write_atomically
 from shockwave.policies.gavel.hierarchical import entity_totals
 from shockwave.policies.gavel.mechanism import GavelPolicy
-from shockwave.policies.registry import make_policy, policy_params
+from shockwave.policies.registry import make_policy, policy_info
 from shockwave.simulator.engine import Simulator
 from shockwave.simulator.mechanics import preset
 from shockwave.workload_model.catalog import FAMILIES
@@ -195,7 +195,7 @@ def simulate_multilevel(
     tm, jobs, profiles = load_workload(trace, throughputs)
     teams = read_entities(entities)
     params: dict[str, Any] = {"min_realloc_interval_s": realloc_s}
-    if "entities" in policy_params(policy):
+    if any(p.name == "entities" for p in policy_info(policy).params):
         params["entities"] = teams
     inner = make_policy(policy, **params)
     if not isinstance(inner, GavelPolicy):

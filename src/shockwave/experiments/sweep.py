@@ -46,7 +46,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     """Every cell of the sweep; generated traces are written to out/traces (kept for the user)."""
     from shockwave.experiments.sweep_spec import gavel_workload
     from shockwave.policies.plugins import source_of
-    from shockwave.policies.registry import takes_config
+    from shockwave.policies.registry import policy_info
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.workload_model.gavel_generator import generate_gavel
@@ -64,7 +64,7 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     preset(spec.mechanics).with_round_seconds(spec.round_seconds)
     model = load_throughputs(spec.throughputs)
     throughputs_text = read_text(spec.throughputs, "throughput file", THROUGHPUT_LIMIT) if spec.throughputs else None
-    configured = {policy: takes_config(policy) for policy in spec.policies}
+    configured = {policy: policy_info(policy).takes_config for policy in spec.policies}
     texts = {policy: source_of(policy) for policy in spec.policies}
     cells = []
     for case in spec.cases:

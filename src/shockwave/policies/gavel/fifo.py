@@ -148,23 +148,28 @@ class FifoPacked(Stateless):
 
 
 class FifoPolicy(GavelPolicy):
-    """A strict queue: a job outside the allocation never takes GPUs, even idle ones."""
+    """First come, first served, strictly in order: a job outside the allocation never takes GPUs, even idle ones."""
 
     def __init__(
-        self,
-        *,
-        perf: bool = False,
-        packed: bool = False,
-        min_realloc_interval_s: float = 1000.0,
-        seed: int = 0,
-        reference_quirks: bool = False,
+        self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, reference_quirks: bool = False
     ) -> None:
-        allocator: Fifo | FifoPerf | FifoPacked = Fifo(seed, reference_quirks=reference_quirks)
-        if packed:
-            allocator = FifoPacked()
-        elif perf:
-            allocator = FifoPerf()
-        super().__init__(allocator, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+        super().__init__(
+            Fifo(seed, reference_quirks=reference_quirks), min_realloc_interval_s=min_realloc_interval_s, seed=seed
+        )
 
     def may_run(self, priority: float) -> bool:
         return priority > 0
+
+
+class FifoPerfPolicy(FifoPolicy):
+    """First come, first served, each job on its fastest type."""
+
+    def __init__(self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
+        GavelPolicy.__init__(self, FifoPerf(), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+
+
+class FifoPackedPolicy(FifoPolicy):
+    """fifo_perf, then queued jobs share GPUs with running ones where the pair gains."""
+
+    def __init__(self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
+        GavelPolicy.__init__(self, FifoPacked(), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
