@@ -85,7 +85,7 @@ def kept_input(folder: Path, name: str, digests: dict[str, str], journal: Path, 
     return path
 
 
-FILE_PARAMS = ("entities", "prices", "config")
+FILE_PARAMS = ("entities", "prices")
 """Policy parameters that name a file (`--policy-param entities=teams.toml`): kept like the other inputs."""
 
 
