@@ -32,13 +32,15 @@ A paired lease's rate is not the job's rate alone, so it is not measured as one.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import shlex
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shockwave.core.clock import Clock, Elapsed
 from shockwave.core.cluster import ClusterSpec
@@ -51,7 +53,7 @@ from shockwave.runtime.backend import Backend, GangStatus, Launch, share_of
 from shockwave.runtime.folder import DEFAULT_COMMAND
 from shockwave.runtime.journal import SETTLED, JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
-from shockwave.workload_model.profile import JobProfile
+from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
 from shockwave.workload_model.trace import TraceJob
 
@@ -110,6 +112,65 @@ class _Running:
     """Wall time of the previous lease's last report, when this lease restarts the job at a new batch size."""
 
 
+class JobSource(Protocol):
+    """Where a runtime's jobs come from: a trace (every job known at the start) or the service's queue (jobs as they
+    are submitted and cancelled)."""
+
+    endless: bool
+    """True: the run waits for more jobs until it is asked to stop (a service); False: it ends when every job has."""
+
+    def take_in(self, runtime: RuntimeScheduler, boundary: bool) -> None:
+        """Take in what came since (`runtime.add`, `runtime.end`): new jobs at a round `boundary`, cancellations
+        also between a round's polls."""
+        ...
+
+    def allowed_types(self, job_id: int) -> Collection[str] | None:
+        """The GPU types the job may run on (None: any)."""
+        ...
+
+    def command(self, job_id: int) -> list[str] | None:
+        """The job's own command (None: the run's)."""
+        ...
+
+    def journaled(self) -> dict[str, Any]:
+        """What the journal keeps of the source, beside the run's settings."""
+        ...
+
+
+class RunObserver(Protocol):
+    """Who watches a runtime: the service's queue, dashboard and job logs."""
+
+    def saved(self, runtime: RuntimeScheduler, final: bool) -> None:
+        """The journal was just written (`final`: the run is over)."""
+        ...
+
+    def launched(self, runtime: RuntimeScheduler, plan: RoundPlan, solve_s: float) -> None:
+        """A round started with `plan`, which the policy took `solve_s` seconds to make."""
+        ...
+
+    def output(self, job_id: int, chunk: bytes) -> None:
+        """What the job printed since the last look."""
+        ...
+
+
+class TraceSource:
+    """A trace's jobs: all of them known at the start, each admitted when its arrival comes."""
+
+    endless = False
+
+    def take_in(self, runtime: RuntimeScheduler, boundary: bool) -> None:
+        """Nothing comes: the trace holds every job."""
+
+    def allowed_types(self, job_id: int) -> Collection[str] | None:
+        return None
+
+    def command(self, job_id: int) -> list[str] | None:
+        return None
+
+    def journaled(self) -> dict[str, Any]:
+        return {}
+
+
 @dataclass
 class RuntimeScheduler:
     jobs: list[TraceJob]
@@ -128,6 +189,8 @@ class RuntimeScheduler:
     """Jobs the policy already knows (a resumed run's snapshot): taken back to their journaled checkpoints."""
     stop: threading.Event = field(default_factory=threading.Event)
     """Set it to end the run early: running jobs checkpoint and exit, and a resume continues from there."""
+    source: JobSource = field(default_factory=TraceSource)
+    observer: RunObserver | None = None
 
     def __post_init__(self, admitted: dict[int, JobState] | None) -> None:
         self.clock: Clock = self.backend.clock
@@ -159,6 +222,40 @@ class RuntimeScheduler:
         for job_id, state in (admitted or {}).items():
             if self.records[job_id].status == "active":
                 self.view.jobs[job_id] = _at_checkpoint(state, self.records[job_id])
+        self.waiting: list[tuple[float, int]] = sorted(
+            (spec.arrival, i)
+            for i, spec in enumerate(self.jobs)
+            if self.records[i].status not in SETTLED and i not in self.view.jobs
+        )
+        """Jobs not admitted yet, by arrival: each round admits those whose arrival has come."""
+        self.planned_from = time.perf_counter()
+
+    def add(self, spec: TraceJob, *, cancelled: bool = False) -> int:
+        """A job that came in (a submission): its id in the run; it waits for admission like a trace's job (none, if
+        it was `cancelled` before it came in)."""
+        job_id = len(self.jobs)
+        self.jobs.append(spec)
+        self.profiles.append(build_profile(spec, self.throughputs))
+        record = JobRecord(id=job_id, total_steps=spec.total_steps, batch_size=spec.batch_size)
+        self.records[job_id] = record
+        if cancelled:
+            record.status = "cancelled"
+        else:
+            bisect.insort(self.waiting, (spec.arrival, job_id))
+        return job_id
+
+    def end(self, job_id: int, status: str, reason: str | None = None) -> None:
+        """End a job for good (cancelled by the operator, or failed because it cannot run): its processes killed,
+        out of the loop and the waiting queue. A job that has already ended keeps its end."""
+        record = self.records[job_id]
+        if record.status in SETTLED:
+            return
+        if job_id in self.running:
+            self._release(job_id)
+        if job_id in self.view.jobs:
+            self.loop.remove(self.view.jobs[job_id])
+        self.waiting = [entry for entry in self.waiting if entry[1] != job_id]
+        record.status, record.reason = status, reason  # type: ignore[assignment]
 
     # -- the clock --------------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -170,7 +267,7 @@ class RuntimeScheduler:
         finally:
             for job_id in list(self.running):
                 self._release(job_id)
-            self._save()
+            self._save(final=True)
 
     # -- the loop's driver ------------------------------------------------------------------------------------------
     def advance(self, loop: SchedulingLoop) -> None:
@@ -180,18 +277,24 @@ class RuntimeScheduler:
         self._observe()
 
     def admit(self, loop: SchedulingLoop) -> None:
+        self.source.take_in(self, boundary=True)
         self._admit()
+        self.planned_from = time.perf_counter()
 
     def idle(self, loop: SchedulingLoop) -> bool:
-        """Jobs are still to arrive: wait a round for them."""
+        """Jobs are still to come (a trace's to arrive, a service's to be submitted): wait a round for them."""
         return not self.all_settled()
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
+        solve_s = time.perf_counter() - self.planned_from
         if self.stop.is_set():
             plan = RoundPlan()  # every running job checkpoints and exits
         round_start = self._apply(plan, self.decided)
         self.round_end = round_start + self.settings.round_seconds
-        return RoundPlan(tuple(a for a in plan.assignments if all(j in self.running for j in a.jobs)))
+        launched = RoundPlan(tuple(a for a in plan.assignments if all(j in self.running for j in a.jobs)))
+        if self.observer is not None:
+            self.observer.launched(self, launched, solve_s)
+        return launched
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         self._save()
@@ -200,7 +303,7 @@ class RuntimeScheduler:
         """Wait for the round's end, granting batch-size requests on the way (the job keeps its lease)."""
         while (remaining := end - self.clock.now()) > 0 and not self.stop.is_set():
             self.clock.sleep(min(POLL_S, remaining))
-            self._between_polls()
+            self.source.take_in(self, boundary=False)
             for job_id in list(self.running):
                 status = self.backend.status(job_id)
                 if status.exited and status.requested_batch_size is not None and not status.done:
@@ -214,13 +317,12 @@ class RuntimeScheduler:
                             self.running[job_id].switched_at = lease.last_report
                     self._save()
 
-    def _between_polls(self) -> None:
-        """News from outside the run, taken in every POLL_S of a round (the service's cancellations); a trace has
-        none."""
-
     def all_settled(self) -> bool:
-        """Every job has left for good, or the run was asked to stop (after this round's launch: see `launch`)."""
-        return self.stop.is_set() or all(r.status in SETTLED for r in self.records.values())
+        """The run was asked to stop (after this round's launch: see `launch`), or every job has left for good and
+        none is to come."""
+        if self.stop.is_set():
+            return True
+        return not self.source.endless and all(r.status in SETTLED for r in self.records.values())
 
     # -- observing -------------------------------------------------------------------------------------------------
     def _observe(self) -> None:
@@ -231,9 +333,16 @@ class RuntimeScheduler:
                 self._ended(job_id, status)
 
     def _look(self, job_id: int, status: GangStatus) -> None:
-        """Take in a running gang's latest report and any newer checkpoint."""
+        """Take in a running gang's latest report, any newer checkpoint and what it printed."""
         self._account(job_id, status)
         self._collect_checkpoint(job_id)
+        self._keep_output(job_id)
+
+    def _keep_output(self, job_id: int) -> None:
+        if self.observer is not None:
+            chunk = self.backend.output(job_id)
+            if chunk:
+                self.observer.output(job_id, chunk)
 
     def _account(self, job_id: int, status: GangStatus) -> None:
         """Progress since the last look: job state, measured throughput, the policy's bookkeeping."""
@@ -330,11 +439,11 @@ class RuntimeScheduler:
 
     # -- admitting --------------------------------------------------------------------------------------------------
     def _admit(self) -> None:
-        for job_id, spec in enumerate(self.jobs):
-            record = self.records[job_id]
-            settled = record.status in SETTLED
-            if settled or job_id in self.view.jobs or spec.arrival > self.view.now:
-                continue
+        """The jobs whose arrival has come, in the order of their ids."""
+        arrived = bisect.bisect_right(self.waiting, (self.view.now, len(self.jobs)))
+        due, self.waiting = sorted(job_id for _, job_id in self.waiting[:arrived]), self.waiting[arrived:]
+        for job_id in due:
+            spec, record = self.jobs[job_id], self.records[job_id]
             rates = self._calibrated(
                 spec.model, spec.scale_factor, record.batch_size, self._admission_rates(job_id, record), record
             )
@@ -346,7 +455,9 @@ class RuntimeScheduler:
     def _admission_rates(self, job_id: int, record: JobRecord) -> dict[str, float]:
         """The job's steps/s on each GPU type it may run on, as the throughput model knows them."""
         spec = self.jobs[job_id]
-        return admission_rates(self.throughputs, spec.model, record.batch_size, spec.scale_factor, self.cluster)
+        rates = admission_rates(self.throughputs, spec.model, record.batch_size, spec.scale_factor, self.cluster)
+        allowed = self.source.allowed_types(job_id)
+        return rates if allowed is None else {t: rate for t, rate in rates.items() if t in allowed}
 
     def _calibrated(
         self, model: str, gang: int, batch_size: int, rates: Mapping[str, float], record: JobRecord
@@ -414,7 +525,11 @@ class RuntimeScheduler:
         return round_start
 
     def _command(self, state: JobState) -> list[str]:
-        """The job's command: the run's, with {family}, {batch_size}, {mode} and {job_id} filled in."""
+        """The job's own command (a submission's), else the run's with {family}, {batch_size}, {mode} and {job_id}
+        filled in."""
+        own = self.source.command(state.id)
+        if own is not None:
+            return list(own)
         values = {
             "family": state.family.name,
             "batch_size": state.batch_size,
@@ -481,20 +596,28 @@ class RuntimeScheduler:
         not the later round boundary its lease is released at), else until now."""
         lease = self.running.pop(job_id, None)
         if lease is not None:
+            self._keep_output(job_id)  # what it printed last, before its processes go
             self.backend.release(job_id)
             end = max(lease.started, until) if until is not None else self.elapsed()
             by_type = self.records[job_id].run_seconds_by_type
             by_type[lease.granted] = by_type.get(lease.granted, 0.0) + (end - lease.started) * share_of(lease.partner)
 
-    def _save(self) -> None:
+    def save(self) -> None:
+        """Journal the state now (a source makes a cancellation durable before it lets the queue forget it)."""
+        self._save()
+
+    def _save(self, final: bool = False) -> None:
         """Journal the state; only then delete the checkpoints it no longer names (the journal and the files on
-        disk always agree, whenever the scheduler dies)."""
+        disk always agree, whenever the scheduler dies); then tell the observer."""
+        self.run_settings.update(self.source.journaled())
         self.run_settings["rounds"] = self.view.round_index
         snapshot = Snapshot(self.policy, self.view.jobs, self.rounds)
         self.journal.save(self.run_settings, list(self.records.values()), snapshot.dumps())
         for path in self.superseded:
             path.unlink(missing_ok=True)
         self.superseded.clear()
+        if self.observer is not None:
+            self.observer.saved(self, final)
 
 
 def _latest_event(records: Iterable[JobRecord], rounds: Sequence[RoundRecord]) -> float:

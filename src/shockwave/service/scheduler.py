@@ -1,12 +1,13 @@
-"""The scheduler behind `shockwave serve`: the runtime's scheduler and loop (`RuntimeScheduler`), its jobs coming from
-the service's queue (`Store`) instead of a trace.
+"""The service's side of the runtime's scheduler (`RuntimeScheduler`): its jobs come from the queue (`QueueSource`)
+and what it does is told to the queue, the dashboard and the jobs' logs (`StoreObserver`). The runtime runs the same
+loop for a trace and for a service; only its source and its observer differ.
 
-At each round boundary, before the policy plans, it takes in what the API wrote: a new submission joins the run (its
-arrival is its submission, on the run's clock) and a cancellation ends its job (a running one is killed: nothing of
-it is wanted any more). Cancellations are also taken in between the round's polls of the running jobs, so a running
-job stops within a poll (`POLL_S`) of its cancellation. Whenever it journals, it writes back each job's state, GPUs,
-progress, batch size, expected finish and rho; at each launch, the round's plan and what /metrics serves. A job's
-output goes to `DIR/logs/NAME.log`.
+At each round boundary, before the policy plans, the source takes in what the API wrote: a new submission joins the
+run (its arrival is its submission, on the run's clock) and a cancellation ends its job (a running one is killed:
+nothing of it is wanted any more). Cancellations are also taken in between the round's polls of the running jobs, so
+a running job stops within a poll (`POLL_S`) of its cancellation. Whenever the runtime journals, the observer writes
+back each job's state, GPUs, progress, batch size, expected finish and rho; at each launch, the round's plan and what
+/metrics serves. A job's output goes to `DIR/logs/NAME.log`.
 
 Ids: the run knows job i as the i-th submission it took in (the trace it writes at the end has them in that order);
 the store's ids are journaled beside (`QueueLink.journaled`), so a resumed service rebuilds the same jobs from the
@@ -16,7 +17,7 @@ queue, and takes in whatever was submitted while it was down.
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,7 +25,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shockwave.core.cluster import ClusterSpec
-from shockwave.core.loop import SchedulingLoop
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 from shockwave.io.private import append_private
@@ -35,7 +35,6 @@ from shockwave.service.api import SchedulerMetrics
 from shockwave.service.spec import JobShape
 from shockwave.service.store import Job, JobUpdate, Placement, Store
 from shockwave.workload_model.entities import Entities
-from shockwave.workload_model.profile import build_profile
 from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
@@ -66,6 +65,8 @@ class QueueLink:
     invalid: dict[int, str] = field(default_factory=dict)
     """Jobs whose queue row cannot be used any more (a resumed service found it corrupt or gone): why. They never
     run again."""
+    published: dict[int, JobUpdate] = field(default_factory=dict)
+    """What the store was last told of each job (only news is written)."""
     metrics: SchedulerMetrics = field(default_factory=SchedulerMetrics)
     """The latest round's numbers, for /metrics (replaced whole, so the API's threads read a consistent one)."""
 
@@ -116,6 +117,59 @@ class QueueLink:
         return [self.shape(i).trace_job(taken.arrival) for i, taken in enumerate(self.taken)]
 
 
+@dataclass
+class QueueSource:
+    """The runtime's jobs, from the queue: it never runs out of them (the service stops only when asked)."""
+
+    link: QueueLink
+    endless: bool = True
+    skipped: set[int] = field(default_factory=set)
+    """Invalid queue rows already reported."""
+
+    def take_in(self, runtime: RuntimeScheduler, boundary: bool) -> None:
+        if boundary:
+            self._take_submissions(runtime)
+        self._take_cancellations(runtime)
+
+    def allowed_types(self, job_id: int) -> Collection[str] | None:
+        return self.link.shape(job_id).gpu_types
+
+    def command(self, job_id: int) -> list[str] | None:
+        return self.link.commands[job_id]
+
+    def journaled(self) -> dict[str, Any]:
+        return {"service_jobs": self.link.journaled()}
+
+    def _take_submissions(self, runtime: RuntimeScheduler) -> None:
+        for job in self.link.store.new_since(self.link.last_store_id):
+            if job.spec is None:  # quarantined: never taken in
+                if job.id not in self.skipped:
+                    log.warning("queued job %d is not taken in: %s", job.id, job.reason)
+                    self.skipped.add(job.id)
+                continue
+            arrival = min(runtime.view.now, max(0.0, job.submitted_s - runtime.start_wall))
+            spec = job.spec.trace_job(arrival)
+            job_id = self.link.joined(job, arrival)
+            assert runtime.add(spec, cancelled=job.state == "cancelled") == job_id  # one order of ids
+            log.info("job %d (%s) taken in: %d GPU(s), %d steps", job_id, job.name, spec.scale_factor, spec.total_steps)
+
+    def _take_cancellations(self, runtime: RuntimeScheduler) -> None:
+        run_ids = {taken.store_id: job_id for job_id, taken in enumerate(self.link.taken)}
+        for job in self.link.store.pending_cancellations():
+            if job.id not in run_ids:  # submitted and cancelled since the submissions were taken in: next round
+                continue
+            job_id = run_ids[job.id]
+            status = runtime.records[job_id].status
+            ended = status in ("done", "failed")  # in the round the operator cancelled it
+            if status not in SETTLED:
+                runtime.end(job_id, "cancelled")
+                log.info("job %d (%s) cancelled", job_id, job.name)
+            runtime.save()  # durable before the store forgets the request: a crash now cancels it again on resume
+            self.link.store.cancellation_done(job.id, status if ended else None)  # type: ignore[arg-type]
+            if ended:
+                self.link.published.pop(job_id, None)  # its news was refused while the store said cancelled
+
+
 def equal_share_rate(job: JobState, cluster: ClusterSpec) -> float:
     """Steps/s at the job's equal share of the cluster, as rho's T_iso reads it (`profile.isolated_time`): its rate
     on one type; on several, sum_t (n_t / G) x rate_t over the types whose pool fits its gang."""
@@ -126,151 +180,33 @@ def equal_share_rate(job: JobState, cluster: ClusterSpec) -> float:
     )
 
 
-class ServiceScheduler(RuntimeScheduler):
-    """A runtime scheduler whose jobs are the queue's: it never runs out of them, and stops only when asked."""
+@dataclass
+class StoreObserver:
+    """Tells the queue (and so the API and the dashboard) what the runtime did, and keeps each job's output."""
 
-    def __init__(self, link: QueueLink, logs: Path, **scheduler: Any) -> None:
-        self.link, self.logs = link, logs
-        self.published: dict[int, JobUpdate] = {}
-        """What the store was last told of each job (only news is written)."""
-        self.alone_s: dict[int, float] = {}
-        """Each job's T_iso at its latest rates: a running job's rho is its projected time over this."""
-        self.planning_from: float | None = None
-        self.last_round_start: float | None = None
-        self.skipped: set[int] = set()
-        """Invalid queue rows already reported."""
-        self.finished_rho: dict[int, float] = {}
-        """Each finished job's rho as the run's result counts it (`shockwave.runtime.run.measured`), refreshed when a
-        job finishes and when the service stops, so the API, the dashboard and results.json say the same."""
-        self.rho_of: frozenset[int] = frozenset()
-        """The finished jobs `finished_rho` was counted over."""
-        super().__init__(**scheduler)
-        for job_id, why in link.invalid.items():
-            self._give_up(job_id, why)
+    link: QueueLink
+    logs: Path
+    alone_s: dict[int, float] = field(default_factory=dict)
+    """Each job's T_iso at its latest rates: a running job's rho is its projected time over this."""
+    finished_rho: dict[int, float] = field(default_factory=dict)
+    """Each finished job's rho as the run's result counts it (`shockwave.runtime.run.measured`), refreshed when a
+    job finishes and when the service stops, so the API, the dashboard and results.json say the same."""
+    rho_of: frozenset[int] = frozenset()
+    """The finished jobs `finished_rho` was counted over."""
+    last_round_start: float | None = None
 
-    def _give_up(self, job_id: int, why: str) -> None:
-        """A job that must never run again (its queue row is invalid): failed, with why, and out of the loop."""
-        record = self.records[job_id]
-        if record.status in SETTLED:
-            return
-        if job_id in self.view.jobs:
-            self.loop.remove(self.view.jobs[job_id])
-        record.status, record.reason = "failed", why
-        log.warning("job %d (%s) is given up: %s", job_id, self.link.name(job_id), why)
+    def output(self, job_id: int, chunk: bytes) -> None:
+        append_private(self.logs / f"{self.link.name(job_id)}.log", chunk)
 
-    # -- the loop's driver ------------------------------------------------------------------------------------------
-    def admit(self, loop: SchedulingLoop) -> None:
-        self._take_submissions()
-        self._take_cancellations()
-        super().admit(loop)
-        self.planning_from = time.perf_counter()
-
-    def _between_polls(self) -> None:
-        """A cancelled running job is stopped within a poll, not at the round's end."""
-        self._take_cancellations()
-
-    def idle(self, loop: SchedulingLoop) -> bool:
-        """A service waits for submissions until it is asked to stop."""
-        return not self.stop.is_set()
-
-    def all_settled(self) -> bool:
-        return self.stop.is_set()
-
-    def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
-        solve_s = time.perf_counter() - self.planning_from if self.planning_from is not None else None
-        launched = super().launch(loop, plan)
-        self._record_round(launched, solve_s)
-        return launched
-
-    # -- the queue's news -------------------------------------------------------------------------------------------
-    def _take_submissions(self) -> None:
-        for job in self.link.store.new_since(self.link.last_store_id):
-            if job.spec is None:  # quarantined: never taken in
-                if job.id not in self.skipped:
-                    log.warning("queued job %d is not taken in: %s", job.id, job.reason)
-                    self.skipped.add(job.id)
-                continue
-            arrival = min(self.view.now, max(0.0, job.submitted_s - self.start_wall))
-            job_id = self.link.joined(job, arrival)
-            spec = job.spec.trace_job(arrival)
-            self.jobs.append(spec)
-            self.profiles.append(build_profile(spec, self.throughputs))
-            self.records[job_id] = JobRecord(id=job_id, total_steps=spec.total_steps, batch_size=spec.batch_size)
-            if job.state == "cancelled":
-                self.records[job_id].status = "cancelled"
-            log.info("job %d (%s) taken in: %d GPU(s), %d steps", job_id, job.name, spec.scale_factor, spec.total_steps)
-
-    def _take_cancellations(self) -> None:
-        run_ids = {taken.store_id: job_id for job_id, taken in enumerate(self.link.taken)}
-        for job in self.link.store.pending_cancellations():
-            if job.id not in run_ids:  # submitted and cancelled since the submissions were taken in: next round
-                continue
-            job_id = run_ids[job.id]
-            record = self.records[job_id]
-            ended = record.status in ("done", "failed")  # in the round the operator cancelled it
-            if not ended and record.status != "cancelled":
-                if job_id in self.running:
-                    self._release(job_id)
-                if job_id in self.view.jobs:
-                    self.loop.remove(self.view.jobs[job_id])
-                record.status = "cancelled"
-                log.info("job %d (%s) cancelled", job_id, job.name)
-            self._save()  # durable before the store forgets the request: a crash now cancels it again on resume
-            self.link.store.cancellation_done(job.id, record.status if ended else None)  # type: ignore[arg-type]
-            if ended:
-                self.published.pop(job_id, None)  # its news was refused while the store said cancelled
-
-    def _admission_rates(self, job_id: int, record: JobRecord) -> dict[str, float]:
-        """Only on the GPU types the job's spec allows."""
-        rates = super()._admission_rates(job_id, record)
-        allowed = self.link.shape(job_id).gpu_types
-        return rates if allowed is None else {t: rate for t, rate in rates.items() if t in allowed}
-
-    def _command(self, state: JobState) -> list[str]:
-        """The spec's own command, else the service's for a built-in workload."""
-        command = self.link.commands[state.id]
-        return list(command) if command is not None else super()._command(state)
-
-    # -- output -----------------------------------------------------------------------------------------------------
-    def _look(self, job_id: int, status: Any) -> None:
-        super()._look(job_id, status)
-        self._keep_output(job_id)
-
-    def _release(self, job_id: int, until: float | None = None) -> None:
-        self._keep_output(job_id)  # what it printed last, before its processes go
-        super()._release(job_id, until)
-
-    def _keep_output(self, job_id: int) -> None:
-        chunk = self.backend.output(job_id)
-        if chunk:
-            append_private(self.logs / f"{self.link.name(job_id)}.log", chunk)
-
-    # -- telling the store ------------------------------------------------------------------------------------------
-    def _save(self) -> None:
-        self.run_settings["service_jobs"] = self.link.journaled()
-        super()._save()
-        self._publish()
-
-    def run(self) -> None:
-        try:
-            super().run()
-        finally:  # rates measured since the last finish count in results.json: the queue says the same
-            self._refresh_rho(force=True)
-            self._publish()
-
-    def _refresh_rho(self, force: bool = False) -> None:
-        done = frozenset(i for i, r in self.records.items() if r.status == "done")
-        if force or done != self.rho_of:
-            run = measured(self.records, self.jobs, self.throughputs, self.cluster, quiet=True)
-            self.finished_rho, self.rho_of = run.rhos(self.cluster.gpus), done
-
-    def _publish(self) -> None:
-        self._refresh_rho()
-        now = self.elapsed()
+    def saved(self, runtime: RuntimeScheduler, final: bool) -> None:
+        """Only news is written; at the end, rates measured since the last finish count in results.json, so the
+        queue says the same."""
+        self._refresh_rho(runtime, force=final)
+        now = runtime.elapsed()
         updates: dict[int, JobUpdate] = {}
         rhos: dict[int, float | None] = {}
-        for job_id, record in self.records.items():
-            news, before = self._news(job_id, record, now), self.published.get(job_id)
+        for job_id, record in runtime.records.items():
+            news, before = self._news(runtime, job_id, record, now), self.link.published.get(job_id)
             if news is None or news == before:
                 continue
             store_id = self.link.taken[job_id].store_id
@@ -278,15 +214,20 @@ class ServiceScheduler(RuntimeScheduler):
                 rhos[store_id] = news.get("rho")  # more jobs finished, or rates were measured: the metric moved
             else:
                 updates[store_id] = news
-            self.published[job_id] = news
+            self.link.published[job_id] = news
         if updates:
             self.link.store.update_many(updates)
         if rhos:
             self.link.store.update_finished_rho(rhos)
 
-    def _news(self, job_id: int, record: JobRecord, now: float) -> JobUpdate | None:
+    def _refresh_rho(self, runtime: RuntimeScheduler, force: bool) -> None:
+        done = frozenset(i for i, r in runtime.records.items() if r.status == "done")
+        if force or done != self.rho_of:
+            run = measured(runtime.records, runtime.jobs, runtime.throughputs, runtime.cluster, quiet=True)
+            self.finished_rho, self.rho_of = run.rhos(runtime.cluster.gpus), done
+
+    def _news(self, runtime: RuntimeScheduler, job_id: int, record: JobRecord, now: float) -> JobUpdate | None:
         """What the store should say of the job now (None: nothing it does not know)."""
-        arrival = self.link.taken[job_id].arrival
         if record.status == "done":
             return JobUpdate(
                 state="done",
@@ -295,16 +236,16 @@ class ServiceScheduler(RuntimeScheduler):
                 progress_steps=record.total_steps,
                 total_steps=record.total_steps,
                 batch_size=record.batch_size,
-                estimated_finish_s=self.start_wall + (record.finish_s or now),
+                estimated_finish_s=runtime.start_wall + (record.finish_s or now),
                 rho=self.finished_rho.get(job_id),
             )
         if record.status == "failed":
             return JobUpdate(state="failed", gpu_type=None, gpus=None, reason=record.reason)
-        state = self.view.jobs.get(job_id)
+        state = runtime.view.jobs.get(job_id)
         if record.status != "active" or state is None:
             return None
-        lease = self.running.get(job_id)
-        finish, rho = self._estimates(job_id, state, arrival, now)
+        lease = runtime.running.get(job_id)
+        finish, rho = self._estimates(job_id, state, runtime.cluster, self.link.taken[job_id].arrival, now)
         return JobUpdate(
             state="running" if lease is not None else "queued",
             gpu_type=lease.granted if lease is not None else None,
@@ -312,16 +253,18 @@ class ServiceScheduler(RuntimeScheduler):
             progress_steps=state.steps_done,
             total_steps=state.total_steps,
             batch_size=state.batch_size,
-            estimated_finish_s=None if finish is None else self.start_wall + finish,
+            estimated_finish_s=None if finish is None else runtime.start_wall + finish,
             rho=rho,
         )
 
-    def _estimates(self, job_id: int, state: JobState, arrival: float, now: float) -> tuple[float | None, float | None]:
+    def _estimates(
+        self, job_id: int, state: JobState, cluster: ClusterSpec, arrival: float, now: float
+    ) -> tuple[float | None, float | None]:
         """(finish, rho) if the job goes on at its pace since it arrived (run seconds; None before any progress).
 
         The pace includes the rounds it waited, so the finish is what the cluster's sharing gives it, not what a
         lease alone would; T_iso is its time at its equal share at its current (measured) rates."""
-        rate = equal_share_rate(state, self.cluster)
+        rate = equal_share_rate(state, cluster)
         if rate > 0:
             self.alone_s[job_id] = state.total_steps / rate
         done = state.steps_done / state.total_steps if state.total_steps else 0.0
@@ -331,17 +274,19 @@ class ServiceScheduler(RuntimeScheduler):
         alone = self.alone_s.get(job_id)
         return finish, (finish - arrival) / alone if alone else None
 
-    def _record_round(self, launched: RoundPlan, solve_s: float | None) -> None:
-        busy = launched.gpus_by_type()
+    def launched(self, runtime: RuntimeScheduler, plan: RoundPlan, solve_s: float) -> None:
+        """The round's placements for the dashboard, and its numbers for /metrics."""
+        busy = plan.gpus_by_type()
         placements = [
             Placement(job=self.link.name(job_id), gpu_type=a.gpu_type, gpus=a.gpus)
-            for a in launched.assignments
+            for a in plan.assignments
             for job_id in a.jobs
         ]
-        now = self.clock.now()
-        self.link.store.record_round(now, {t: busy.get(t, 0) for t in self.cluster.types}, placements)
+        now = runtime.clock.now()
+        cluster = runtime.cluster
+        self.link.store.record_round(now, {t: busy.get(t, 0) for t in cluster.types}, placements)
         self.link.metrics = SchedulerMetrics(
-            gpu_utilisation={p.gpu_type: busy.get(p.gpu_type, 0) / p.gpus for p in self.cluster.pools},
+            gpu_utilisation={p.gpu_type: busy.get(p.gpu_type, 0) / p.gpus for p in cluster.pools},
             solve_seconds=solve_s,
             round_seconds=now - self.last_round_start if self.last_round_start is not None else None,
         )

@@ -1,9 +1,10 @@
 """`shockwave serve`: a long-running scheduler that operators submit jobs to, and that comes back after a crash.
 
 One process: the HTTP API (a uvicorn thread, loopback only) writes submissions and cancellations to the queue
-(`DIR/service.sqlite`); the main thread runs the same scheduling loop and policies as `shockwave run`
-(`ServiceScheduler`), journaled in `DIR/journal.sqlite` with checkpoints in `DIR/checkpoints`. `DIR/endpoint.json`
-(the URL and token, owner-only) is written once both are ready and removed when the service stops.
+(`DIR/service.sqlite`); the main thread runs the same scheduler, loop and policies as `shockwave run`
+(`RuntimeScheduler`), its jobs from the queue (`QueueSource`) and its news told to it (`StoreObserver`), journaled in
+`DIR/journal.sqlite` with checkpoints in `DIR/checkpoints`. `DIR/endpoint.json` (the URL and token, owner-only) is
+written once both are ready and removed when the service stops.
 
 Stopping (SIGTERM, Ctrl-C: the caller sets `stop`) ends the round at once: running jobs checkpoint and exit, the
 journal is written, and `DIR/results.json` describes the run so far, as `shockwave run` writes it (`report` and the
@@ -47,11 +48,11 @@ from shockwave.runtime.folder import (
 )
 from shockwave.runtime.journal import LAYOUT, Journal, row
 from shockwave.runtime.run import MAX_RESTARTS, Placement, RoundSeconds, RunRequest, require_round_seconds, run_result
-from shockwave.runtime.scheduler import RuntimeSettings
+from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.service.api import LOG_FOLDER, make_app
 from shockwave.service.endpoint import ENDPOINT_FILE, Endpoint, new_token, read_endpoint, write_endpoint
-from shockwave.service.scheduler import QueueLink, ServiceScheduler, TakenIn
+from shockwave.service.scheduler import QueueLink, QueueSource, StoreObserver, TakenIn
 from shockwave.service.server import start_server
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
@@ -284,9 +285,7 @@ def _serve(
     (request.out / ENDPOINT_FILE).unlink(missing_ok=True)  # a killed service's: clients wait for the new one
     cluster_backend = backend(cluster) if backend is not None else _ray(cluster, request)
     store.clock = cluster_backend.clock.now
-    scheduler = ServiceScheduler(
-        link,
-        private_subfolder(request.out / LOG_FOLDER),
+    scheduler = RuntimeScheduler(
         jobs=jobs,
         profiles=profiles,
         throughputs=tm,
@@ -300,7 +299,12 @@ def _serve(
         rounds=snapshot.rounds,
         admitted=snapshot.jobs,
         stop=stop,
+        source=QueueSource(link),
+        observer=StoreObserver(link, private_subfolder(request.out / LOG_FOLDER)),
     )
+    for job_id, why in link.invalid.items():  # its queue row is corrupt or gone: it never runs again
+        scheduler.end(job_id, "failed", why)
+        log.warning("job %d (%s) is given up: %s", job_id, link.name(job_id), why)
     server = None
     try:
         app = make_app(store, cluster, token, lambda: link.metrics, partial(_admissible, tm, cluster, entities))
@@ -315,7 +319,7 @@ def _serve(
         if server is not None:
             server.stop()
         cluster_backend.close()
-    return _result(request, info.label, scheduler, inputs, command)
+    return _result(request, info.label, scheduler, link, inputs, command)
 
 
 def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:
@@ -325,7 +329,12 @@ def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:
 
 
 def _result(
-    request: ServeRequest, label: str, scheduler: ServiceScheduler, inputs: RunInputs, command: list[str] | None
+    request: ServeRequest,
+    label: str,
+    scheduler: RuntimeScheduler,
+    link: QueueLink,
+    inputs: RunInputs,
+    command: list[str] | None,
 ) -> dict[str, Any]:
     """The run so far, as `shockwave run` reports one (DIR/results.json), with the jobs' names."""
     write_trace(scheduler.jobs, request.out / TRACE_FILE)
@@ -339,7 +348,7 @@ def _result(
         realloc_seconds=request.realloc_seconds,
     )
     result = run_result(as_run, label, scheduler, inputs.throughputs, scheduler.jobs, inputs.prices)
-    result["job_names"] = [scheduler.link.name(i) for i in range(len(scheduler.jobs))]
+    result["job_names"] = [link.name(i) for i in range(len(scheduler.jobs))]
     if command is not None:
         with_command(result, command)
     write_atomically(request.out / "results.json", json.dumps([result], indent=1))
