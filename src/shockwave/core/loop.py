@@ -53,7 +53,8 @@ class Driver(Protocol):
         ...
 
     def idle(self, loop: SchedulingLoop) -> bool:
-        """No job is active: False ends the run; True plans a round anyway (after waiting for an arrival)."""
+        """No job is active: False ends the run; True waits for one (the next `advance` lets the time pass, to the
+        next arrival or by a round), planning nothing meanwhile."""
         ...
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
@@ -96,7 +97,9 @@ class SchedulingLoop:
         while not driver.all_settled():
             driver.advance(self)
             driver.admit(self)
-            if not self.view.jobs and not driver.idle(self):
+            if not self.view.jobs:
+                if driver.idle(self):
+                    continue
                 break
             decided = self.view.now
             launched = driver.launch(self, self.next_plan())

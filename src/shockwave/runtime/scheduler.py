@@ -152,6 +152,10 @@ class RunObserver(Protocol):
         """What the job printed since the last look."""
         ...
 
+    def idle(self, runtime: RuntimeScheduler) -> None:
+        """No job is active: the cluster waits a round for one."""
+        ...
+
 
 class TraceSource:
     """A trace's jobs: all of them known at the start, each admitted when its arrival comes."""
@@ -282,8 +286,14 @@ class RuntimeScheduler:
         self.planned_from = time.perf_counter()
 
     def idle(self, loop: SchedulingLoop) -> bool:
-        """Jobs are still to come (a trace's to arrive, a service's to be submitted): wait a round for them."""
-        return not self.all_settled()
+        """Jobs are still to come (a trace's to arrive, a service's to be submitted): the next `advance` waits a
+        round for them, the cluster idle (the observer is told)."""
+        if self.all_settled():
+            return False
+        self.round_end = self.clock.now() + self.settings.round_seconds
+        if self.observer is not None:
+            self.observer.idle(self)
+        return True
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
         solve_s = time.perf_counter() - self.planned_from

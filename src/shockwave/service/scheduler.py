@@ -274,7 +274,11 @@ class StoreObserver:
         alone = self.alone_s.get(job_id)
         return finish, (finish - arrival) / alone if alone else None
 
-    def launched(self, runtime: RuntimeScheduler, plan: RoundPlan, solve_s: float) -> None:
+    def idle(self, runtime: RuntimeScheduler) -> None:
+        """An idle round, as the dashboard and /metrics show it: no GPU busy, nothing solved."""
+        self.launched(runtime, RoundPlan(), None)
+
+    def launched(self, runtime: RuntimeScheduler, plan: RoundPlan, solve_s: float | None) -> None:
         """The round's placements for the dashboard, and its numbers for /metrics."""
         busy = plan.gpus_by_type()
         placements = [

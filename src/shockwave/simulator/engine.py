@@ -115,9 +115,9 @@ class Simulator:
         self.round_end: float | None = None
 
     # -- the clock -------------------------------------------------------------------------------------------------
-    def _move_clock(self, *, idle: bool = False) -> None:
-        """To the end of the round that ran; with `idle` (or when nothing ran), to the next arrival."""
-        latest = 0.0 if idle else max((launch.finish for launch in self.running), default=0.0)
+    def _move_clock(self) -> None:
+        """To the end of the round that ran; when nothing ran, to the next arrival."""
+        latest = max((launch.finish for launch in self.running), default=0.0)
         if latest > 0:
             if self.round_end is not None:
                 self.round_start = self.round_end
@@ -129,7 +129,7 @@ class Simulator:
             # Nothing ran and nothing will arrive: let a round of time pass so throttled policies can react.
             self.clock.move_to(self.clock.now() + self.mechanics.round_seconds)
         stale = self.mechanics.stale_round_start_after_idle
-        if latest <= 0 and not stale and (idle or not self.mechanics.stop_when_cluster_empty):
+        if latest <= 0 and not stale and not self.mechanics.stop_when_cluster_empty:
             self.round_start = self.round_end = self.clock.now()  # no stale round start after an idle gap
 
     # -- settling a finished round ---------------------------------------------------------------------------------
@@ -225,11 +225,9 @@ class Simulator:
             loop.admit(JobState.admit(index, spec, profile, rates))
 
     def idle(self, loop: SchedulingLoop) -> bool:
-        if self.mechanics.stop_when_cluster_empty or not self.queue:
-            return False
-        self._move_clock(idle=True)
-        self.admit(loop)
-        return True
+        """Wait for the next arrival (the next `advance` moves the clock there), unless none is to come or the
+        reference's quirk ends the run when the cluster empties."""
+        return not self.mechanics.stop_when_cluster_empty and bool(self.queue)
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
         previous = self.placements[-1] if self.placements else {}
