@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -12,10 +12,12 @@ from rich.markup import escape
 from shockwave.cli.common import (
     AddressOpt,
     AllowUnfinishedOpt,
+    ConfigOpt,
     JobCommandOpt,
     MaxRestartsOpt,
     PolicyParamOpt,
     RayClusterOpt,
+    RoundSecondsOpt,
     ThroughputsOpt,
     err,
     exit_if_unfinished,
@@ -29,6 +31,9 @@ from shockwave.io.atomic import ensure_writable_file
 from shockwave.results.provenance import this_command
 
 app = typer.Typer(rich_markup_mode=None)
+
+if TYPE_CHECKING:
+    from shockwave.runtime.run import RunRequest
 
 
 @app.command("profile-workloads")
@@ -70,6 +75,20 @@ def profile_workloads_cmd(
     out.print(f"wrote {output}; use it with --throughputs {output}", markup=False, highlight=False)
 
 
+# Options of `run` alone.
+JournalOpt = Annotated[Path | None, typer.Option("--journal", help="SQLite journal; default DIR/journal.sqlite.")]
+PlacementOpt = Annotated[
+    str,
+    typer.Option("--placement", help="Ray placement strategy of a gang: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD."),
+]
+ReallocSecondsOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--realloc-seconds", help="Gavel-style policies reallocate at most this often (default: every round)."
+    ),
+]
+
+
 @app.command("run")
 def run_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
@@ -78,45 +97,26 @@ def run_cmd(
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,
     cluster: RayClusterOpt = None,
     address: AddressOpt = None,
-    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 10.0,
+    round_seconds: RoundSecondsOpt = 10.0,
     time_scale: Annotated[float, typer.Option("--time-scale", help="Divide arrivals and step counts by this.")] = 1.0,
-    journal: Annotated[
-        Path | None, typer.Option("--journal", help="SQLite journal; default DIR/journal.sqlite.")
-    ] = None,
+    journal: JournalOpt = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --journal.")] = False,
     throughputs: ThroughputsOpt = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    config: ConfigOpt = None,
     policy_param: PolicyParamOpt = None,
-    placement: Annotated[
-        str,
-        typer.Option(
-            "--placement", help="Ray placement strategy of a gang: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD."
-        ),
-    ] = "PACK",
+    placement: PlacementOpt = "PACK",
     max_restarts: MaxRestartsOpt = 3,
     command: JobCommandOpt = None,
-    realloc_seconds: Annotated[
-        float | None,
-        typer.Option(
-            "--realloc-seconds", help="Gavel-style policies reallocate at most this often (default: every round)."
-        ),
-    ] = None,
+    realloc_seconds: ReallocSecondsOpt = None,
     allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Run a trace's jobs for real on Ray, scheduled round by round by the same policy code as the simulator.
     `--resume` continues a run from its journal: name its policy (and job command) again, as what runs is never
     taken from the journal."""
-    import shlex
-
     from shockwave.core.cluster import ClusterSpec
-    from shockwave.results.report import print_run_summary
-    from shockwave.runtime.run import RunRequest, replay_arguments, run
+    from shockwave.runtime.run import RunRequest, run
 
-    if resume and policy is None:
-        raise InputError("--resume needs --policy: the run's policy, which is never taken from its journal")
-    if not resume and (trace is None or policy is None or (gpus is None and cluster is None)):
-        raise InputError("--trace, --policy and --gpus or --cluster are required (unless --resume continues a journal)")
-    assert policy is not None
+    policy = _require_run_inputs(resume, trace, policy, gpus, cluster)
     spec = ClusterSpec.from_options(gpus, cluster) if gpus is not None or cluster is not None else ClusterSpec.of(1)
     request = RunRequest(
         trace=trace or Path(),
@@ -137,18 +137,51 @@ def run_cmd(
         realloc_seconds=realloc_seconds,
         policy_params=tuple(policy_param or ()),
     )
-    again = ["shockwave", "run", "--resume", "--out", str(output), "--policy", policy]
-    again += [*(("--journal", str(journal)) if journal else ()), *(("--job-command", command) if command else ())]
-    kept = (
+    with saying_what_was_kept(_how_to_continue(request)), native_output_to_stderr():
+        result = run(request, command=this_command())
+    _report_real_run(output, result)
+    exit_if_unfinished([result], allow_unfinished)
+
+
+def _require_run_inputs(
+    resume: bool, trace: Path | None, policy: str | None, gpus: int | None, cluster: str | None
+) -> str:
+    """The policy to run. A new run needs a trace and a cluster too; a resumed one finds those in its journal, but
+    never its policy."""
+    if resume and policy is None:
+        raise InputError("--resume needs --policy: the run's policy, which is never taken from its journal")
+    if not resume and (trace is None or policy is None or (gpus is None and cluster is None)):
+        raise InputError("--trace, --policy and --gpus or --cluster are required (unless --resume continues a journal)")
+    assert policy is not None
+    return policy
+
+
+def _how_to_continue(request: RunRequest) -> str:
+    """What Ctrl-C leaves on disk, and the command that continues the run (with what is never taken from the
+    journal: the policy and the job command)."""
+    import shlex
+
+    again = ["shockwave", "run", "--resume", "--out", str(request.out), "--policy", request.policy]
+    again += [
+        *(("--journal", str(request.journal)) if request.journal else ()),
+        *(("--job-command", request.command) if request.command else ()),
+    ]
+    return (
         f"the journal {request.journal_path} keeps every job's progress up to its last checkpoint; "
         f"`{shlex.join(again)}` continues the run"
     )
-    with saying_what_was_kept(kept), native_output_to_stderr():
-        result = run(request, command=this_command())
+
+
+def _report_real_run(output: Path, result: dict[str, Any]) -> None:
+    """The run's summary, where its results are, the `simulate` command that replays it, and its failed jobs."""
+    import shlex
+
+    from shockwave.results.report import print_run_summary
+    from shockwave.runtime.run import replay_arguments
+
     print_run_summary(out, result)
     out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
     replay = shlex.join(replay_arguments(output, result))
     out.print(f"replay it: shockwave simulate {replay}", markup=False, highlight=False, soft_wrap=True)
     if result["unfinished_jobs"]:
         err.print(f"[red]failed jobs:[/red] {escape(str(result['failed_jobs']))}", highlight=False, soft_wrap=True)
-    exit_if_unfinished([result], allow_unfinished)

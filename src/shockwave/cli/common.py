@@ -39,6 +39,12 @@ MECHANICS_HELP = (
 MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
 
 
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")]
+
+
+RoundSecondsOpt = Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")]
+
+
 GpusOpt = Annotated[
     int | None, typer.Option("--gpus", help="GPUs in the cluster, all of the default type (v100); or --cluster.")
 ]

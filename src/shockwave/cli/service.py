@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -11,10 +13,12 @@ import typer
 
 from shockwave.cli.common import (
     AddressOpt,
+    ConfigOpt,
     JobCommandOpt,
     MaxRestartsOpt,
     PolicyParamOpt,
     RayClusterOpt,
+    RoundSecondsOpt,
     ServiceDirOpt,
     ThroughputsOpt,
     err,
@@ -27,24 +31,28 @@ from shockwave.results.provenance import this_command
 app = typer.Typer(rich_markup_mode=None)
 
 
+# Options of `serve` alone.
+ServeDirOpt = Annotated[
+    Path, typer.Option("--out", help="The service's folder: queue, journal, checkpoints, logs, endpoint.json.")
+]
+ServeGpusOpt = Annotated[
+    int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
+]
+ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue the service in --out after a crash or a stop.")]
+
+
 @app.command("serve")
 def serve_cmd(
-    output: Annotated[
-        Path, typer.Option("--out", help="The service's folder: queue, journal, checkpoints, logs, endpoint.json.")
-    ],
+    output: ServeDirOpt,
     cluster: RayClusterOpt = None,
-    gpus: Annotated[
-        int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
-    ] = None,
+    gpus: ServeGpusOpt = None,
     policy: Annotated[str, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = "shockwave",
     policy_param: PolicyParamOpt = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
-    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 30.0,
+    config: ConfigOpt = None,
+    round_seconds: RoundSecondsOpt = 30.0,
     address: AddressOpt = None,
     port: Annotated[int, typer.Option("--port", help="The API's port on 127.0.0.1 (default: any free one).")] = 0,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue the service in --out after a crash or a stop.")
-    ] = False,
+    resume: ResumeOpt = False,
     throughputs: ThroughputsOpt = None,
     max_restarts: MaxRestartsOpt = 3,
     command: JobCommandOpt = None,
@@ -52,10 +60,6 @@ def serve_cmd(
     """A long-running scheduler on Ray: jobs are submitted, watched and cancelled through its API (`submit`,
     `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it
     (with the same --policy and --job-command: what runs is never taken from its journal)."""
-    import shlex
-    import signal
-    import threading
-
     from shockwave.core.cluster import ClusterSpec
     from shockwave.results.report import print_run_summary
     from shockwave.service.serve import ServeRequest, serve
@@ -77,6 +81,16 @@ def serve_cmd(
         policy_params=tuple(policy_param or ()),
     )
     stop = threading.Event()
+    with saying_what_was_kept(_how_to_continue(output, policy, command)), native_output_to_stderr():
+        result = serve(request, stop, command=this_command(), ready=_stopping_on_signals(stop))
+    print_run_summary(out, result)
+    out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
+
+
+def _stopping_on_signals(stop: threading.Event) -> Callable[[str], None]:
+    """What serve calls once it listens: from then on SIGTERM and Ctrl-C set `stop`, so running jobs checkpoint
+    before the service ends; a second one ends it at once."""
+    import signal
 
     def stopping(signum: int, frame: Any) -> None:
         if stop.is_set():  # asked twice: do not wait for the jobs' checkpoints
@@ -89,15 +103,19 @@ def serve_cmd(
             signal.signal(signum, stopping)
         err.print(f"serving on {url} (DIR/endpoint.json has its token)", markup=False, highlight=False)
 
+    return ready
+
+
+def _how_to_continue(output: Path, policy: str, command: str | None) -> str:
+    """What an interrupted service leaves on disk, and the command that continues it (with what is never taken from
+    its journal: the policy and the job command)."""
+    import shlex
+
     again = ["shockwave", "serve", "--resume", "--out", str(output), "--policy", policy]
-    kept = (
+    return (
         f"the journal {output / 'journal.sqlite'} and the queue keep every job; "
         f"`{shlex.join([*again, *(('--job-command', command) if command else ())])}` continues the service"
     )
-    with saying_what_was_kept(kept), native_output_to_stderr():
-        result = serve(request, stop, command=this_command(), ready=ready)
-    print_run_summary(out, result)
-    out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
 
 
 @app.command("submit")

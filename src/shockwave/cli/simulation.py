@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -16,11 +16,13 @@ from shockwave.cli.common import (
     UNFINISHED_EXIT,
     AllowUnfinishedOpt,
     ClusterOpt,
+    ConfigOpt,
     GpusOpt,
     MechanicsOpt,
     ParallelOpt,
     PoliciesOpt,
     PolicyParamOpt,
+    RoundSecondsOpt,
     ThroughputsOpt,
     as_list,
     err,
@@ -46,84 +48,95 @@ from shockwave.workload_model.trace import write_trace
 
 app = typer.Typer(rich_markup_mode=None)
 
+if TYPE_CHECKING:
+    from shockwave.experiments.sweep import SweepRun
+    from shockwave.simulator.mechanics import Mechanics
+
+
+# Options of several commands here.
+TraceOpt = Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")]
+GpusPerServerOpt = Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")]
+
+# Options of `simulate` alone.
+RestartSecondsOpt = Annotated[
+    float | None,
+    typer.Option("--restart-seconds", help="Time a (re)started job loses (default: the preset's 20 s)."),
+]
+ReallocSecondsOpt = Annotated[
+    float | None,
+    typer.Option("--realloc-seconds", help="Gavel-style reallocation interval (default: the preset's 1000 s)."),
+]
+RestartByGangOpt = Annotated[
+    str,
+    typer.Option(
+        "--restart-seconds-by-gang", help="Restart cost per gang size, e.g. '1:6.5,4:20' (others: the default)."
+    ),
+]
+SwitchByGangOpt = Annotated[
+    str,
+    typer.Option(
+        "--switch-seconds-by-gang",
+        help="With --batch-sizes: what a batch-size switch within a round costs per gang size, e.g. '1:5.5,2:7' "
+        "(others: the restart cost).",
+    ),
+]
+ReferenceConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="Shockwave hyperparameters (a reference configurations/*.json); default: the tacc_32gpus values.",
+    ),
+]
+BatchSizesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--batch-sizes",
+        help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
+    ),
+]
+WindowOpt = Annotated[
+    str | None,
+    typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
+]
+PricesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--prices",
+        help="JSON/TOML file of dollars per GPU-hour by type: the result's cost, and the cost-aware policies' "
+        "prices (default: Gavel's GCP prices, v100 0.74, p100 0.43, k80 0.135).",
+    ),
+]
+
 
 @app.command("simulate")
 def simulate_cmd(
-    trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
+    trace: TraceOpt,
     policy: Annotated[str, typer.Option("--policy", help="Name or alias (gavel, themis, ...) or file.py:Class.")],
     gpus: GpusOpt = None,
     cluster: ClusterOpt = None,
-    gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
+    gpus_per_server: GpusPerServerOpt = 1,
     throughputs: ThroughputsOpt = None,
-    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
-    restart_seconds: Annotated[
-        float | None,
-        typer.Option("--restart-seconds", help="Time a (re)started job loses (default: the preset's 20 s)."),
-    ] = None,
-    realloc_seconds: Annotated[
-        float | None,
-        typer.Option("--realloc-seconds", help="Gavel-style reallocation interval (default: the preset's 1000 s)."),
-    ] = None,
-    restart_by_gang: Annotated[
-        str,
-        typer.Option(
-            "--restart-seconds-by-gang", help="Restart cost per gang size, e.g. '1:6.5,4:20' (others: the default)."
-        ),
-    ] = "",
-    switch_by_gang: Annotated[
-        str,
-        typer.Option(
-            "--switch-seconds-by-gang",
-            help="With --batch-sizes: what a batch-size switch within a round costs per gang size, e.g. '1:5.5,2:7' "
-            "(others: the restart cost).",
-        ),
-    ] = "",
+    round_seconds: RoundSecondsOpt = 120.0,
+    restart_seconds: RestartSecondsOpt = None,
+    realloc_seconds: ReallocSecondsOpt = None,
+    restart_by_gang: RestartByGangOpt = "",
+    switch_by_gang: SwitchByGangOpt = "",
     mechanics: MechanicsOpt = "corrected",
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="Shockwave hyperparameters (a reference configurations/*.json); default: the tacc_32gpus values.",
-        ),
-    ] = None,
-    batch_sizes: Annotated[
-        Path | None,
-        typer.Option(
-            "--batch-sizes",
-            help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
-        ),
-    ] = None,
-    window: Annotated[
-        str | None,
-        typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
-    ] = None,
+    config: ReferenceConfigOpt = None,
+    batch_sizes: BatchSizesOpt = None,
+    window: WindowOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
     policy_param: PolicyParamOpt = None,
-    prices: Annotated[
-        Path | None,
-        typer.Option(
-            "--prices",
-            help="JSON/TOML file of dollars per GPU-hour by type: the result's cost, and the cost-aware policies' "
-            "prices (default: Gavel's GCP prices, v100 0.74, p100 0.43, k80 0.135).",
-        ),
-    ] = None,
+    prices: PricesOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
     allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
-    from shockwave.api import simulate
+    from shockwave.api import simulate  # looked up here, when it runs (tests replace it)
     from shockwave.core.cluster import ClusterSpec
-    from shockwave.results.report import print_run_summary, write_run
-    from shockwave.simulator.mechanics import preset
 
-    by_gang = parse_gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
-    switch_costs = parse_gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
-    mech = (
-        preset(mechanics)
-        .with_round_seconds(round_seconds)
-        .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
-    )
+    mech = _mechanics(mechanics, round_seconds, restart_seconds, realloc_seconds, restart_by_gang, switch_by_gang)
     spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)
     if out_dir is not None:
         ensure_writable(out_dir)
@@ -143,27 +156,56 @@ def simulate_cmd(
             prices=prices,
         )
     result = with_command(typed.to_json_dict(), this_command())
+    _report_run(result, typed.rounds, out_dir, as_json)
+    exit_if_unfinished([result], allow_unfinished)
+
+
+def _mechanics(
+    name: str,
+    round_seconds: float,
+    restart_seconds: float | None,
+    realloc_seconds: float | None,
+    restart_by_gang: str,
+    switch_by_gang: str,
+) -> Mechanics:
+    """The named preset with what the flags change: the round, and the costs of restarts, switches and
+    reallocations (the preset's own where a flag is not given)."""
+    from shockwave.simulator.mechanics import preset
+
+    by_gang = parse_gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
+    switch_costs = parse_gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
+    return (
+        preset(name)
+        .with_round_seconds(round_seconds)
+        .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
+    )
+
+
+def _report_run(result: dict[str, Any], rounds: list[Any], out_dir: Path | None, as_json: bool) -> None:
+    """Keep the run (with --out) and show it: with --json the result alone on stdout, so it can be piped; else the
+    summary table."""
+    from shockwave.results.report import print_run_summary, write_run
+
     if out_dir is not None:
-        write_run(out_dir, result, typed.rounds)
+        write_run(out_dir, result, rounds)
     if as_json:
         print(json.dumps(result))
     else:
         print_run_summary(out, result)
-    exit_if_unfinished([result], allow_unfinished)
 
 
 @app.command("compare")
 def compare_cmd(
-    trace: Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")],
+    trace: TraceOpt,
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json/csv and figures/.")],
     gpus: GpusOpt = None,
     cluster: ClusterOpt = None,
     policies: PoliciesOpt = "all",
     throughputs: ThroughputsOpt = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    config: ConfigOpt = None,
     mechanics: MechanicsOpt = "corrected",
-    round_seconds: Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")] = 120.0,
-    gpus_per_server: Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")] = 1,
+    round_seconds: RoundSecondsOpt = 120.0,
+    gpus_per_server: GpusPerServerOpt = 1,
     parallel: ParallelOpt = None,
     allow_unfinished: AllowUnfinishedOpt = False,
 ) -> None:
@@ -195,26 +237,30 @@ def compare_cmd(
     exit_if_unfinished(results, allow_unfinished)
 
 
+# Options of `sweep` alone.
+SweepFileArg = Annotated[Path | None, typer.Argument(help="Sweep description (TOML); flags override it.")]
+GenerateOpt = Annotated[
+    list[str] | None,
+    typer.Option("--generate", help="Generator parameters, e.g. 'jobs=120,lam=40' (repeatable); one trace per seed."),
+]
+SweepClustersOpt = Annotated[
+    list[str] | None,
+    typer.Option("--cluster", help="A cluster by GPU type (TYPE:GPUS[:PER_SERVER],...); repeat for more."),
+]
+
+
 @app.command("sweep")
 def sweep_cmd(
-    spec_file: Annotated[Path | None, typer.Argument(help="Sweep description (TOML); flags override it.")] = None,
+    spec_file: SweepFileArg = None,
     output: Annotated[Path | None, typer.Option("--out", help="Results folder (finished cells are kept).")] = None,
     traces: Annotated[list[Path] | None, typer.Option("--trace", help="Trace file (repeatable).")] = None,
-    generate: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--generate", help="Generator parameters, e.g. 'jobs=120,lam=40' (repeatable); one trace per seed."
-        ),
-    ] = None,
+    generate: GenerateOpt = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
-    clusters: Annotated[
-        list[str] | None,
-        typer.Option("--cluster", help="A cluster by GPU type (TYPE:GPUS[:PER_SERVER],...); repeat for more."),
-    ] = None,
+    clusters: SweepClustersOpt = None,
     policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated names, or 'all'.")] = None,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Generator seeds, comma-separated.")] = None,
     throughputs: ThroughputsOpt = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    config: ConfigOpt = None,
     mechanics: Annotated[str | None, typer.Option("--mechanics", help=MECHANICS_HELP)] = None,
     parallel: ParallelOpt = None,
     ray: Annotated[bool, typer.Option("--ray", help="Run each cell as a Ray task.")] = False,
@@ -226,30 +272,12 @@ def sweep_cmd(
     from shockwave.experiments.sweep_spec import load_toml, parse_generator, spec_from
 
     raw: dict[str, Any] = load_toml(spec_file) if spec_file is not None else {}
-    base = spec_file.parent if spec_file is not None else Path.cwd()
-    if policies is not None:
-        raw["policies"] = parse_policies(policies)
-    if seeds is not None:
-        raw["seeds"] = parse_ints(seeds, "--seeds", minimum=0)
-    if gpus is not None:
-        raw["gpus"] = parse_ints(gpus, "--gpus")
-    if clusters:
-        raw["clusters"] = clusters
-    if mechanics is not None:
-        raw["mechanics"] = mechanics
-    for key, path in (("throughputs", throughputs), ("config", config)):
-        if path is not None:
-            raw[key] = str(path.resolve())
+    raw.update(_replaced_by_flags(policies, seeds, gpus, clusters, mechanics, throughputs, config))
     raw["traces"] = [*as_list(raw.get("traces")), *(str(t.resolve()) for t in traces or [])]
     raw["generate"] = [*as_list(raw.get("generate")), *(parse_generator(g) for g in generate or [])]
-    spec = spec_from(raw, base, spec_file)
-    if address is not None and not ray:
-        raise InputError("--address joins a Ray cluster: add --ray")
-    if ray:
-        require_extra("ray", "cluster", "--ray")  # before any folder is made
-    folder = output or (Path("results") / spec_file.stem if spec_file is not None else None)
-    if folder is None:
-        raise InputError("--out is required without a sweep file")
+    spec = spec_from(raw, spec_file.parent if spec_file is not None else Path.cwd(), spec_file)
+    _require_ray_flags(ray, address)
+    folder = _sweep_folder(output, spec_file)
     with saying_what_was_kept():
         run = run_sweep(
             spec,
@@ -261,6 +289,55 @@ def sweep_cmd(
             show_progress=show_progress(),
             command=this_command(),
         )
+    _report_sweep(run, folder, allow_unfinished)
+
+
+def _replaced_by_flags(
+    policies: str | None,
+    seeds: str | None,
+    gpus: str | None,
+    clusters: list[str] | None,
+    mechanics: str | None,
+    throughputs: Path | None,
+    config: Path | None,
+) -> dict[str, Any]:
+    """The sweep file's keys that the flags given replace (--trace and --generate add to its lists instead); paths
+    absolute, as the file's own are taken from its folder."""
+    flags: dict[str, Any] = {}
+    if policies is not None:
+        flags["policies"] = parse_policies(policies)
+    if seeds is not None:
+        flags["seeds"] = parse_ints(seeds, "--seeds", minimum=0)
+    if gpus is not None:
+        flags["gpus"] = parse_ints(gpus, "--gpus")
+    if clusters:
+        flags["clusters"] = clusters
+    if mechanics is not None:
+        flags["mechanics"] = mechanics
+    for key, path in (("throughputs", throughputs), ("config", config)):
+        if path is not None:
+            flags[key] = str(path.resolve())
+    return flags
+
+
+def _require_ray_flags(ray: bool, address: str | None) -> None:
+    """--address only with --ray, and Ray installed for it: refused before any folder is made."""
+    if address is not None and not ray:
+        raise InputError("--address joins a Ray cluster: add --ray")
+    if ray:
+        require_extra("ray", "cluster", "--ray")
+
+
+def _sweep_folder(output: Path | None, spec_file: Path | None) -> Path:
+    """--out, or results/<the sweep file's name>: a sweep run again finds its finished cells there."""
+    folder = output or (Path("results") / spec_file.stem if spec_file is not None else None)
+    if folder is None:
+        raise InputError("--out is required without a sweep file")
+    return folder
+
+
+def _report_sweep(run: SweepRun, folder: Path, allow_unfinished: bool) -> None:
+    """Count the cells, name the failed ones (exit 1) and those with unfinished jobs (exit 3 unless allowed)."""
     out.print(
         f"{run.computed} computed, {run.reused} reused, {len(run.failed)} failed; results in {folder}",
         markup=False,
@@ -313,7 +390,7 @@ def scale_study_cmd(
     ] = 3600 / (2.2 * 512),
     seed: Annotated[int, typer.Option("--seed", help="Generator seed of every size's trace.")] = 99,
     throughputs: ThroughputsOpt = None,
-    config: Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")] = None,
+    config: ConfigOpt = None,
     mechanics: MechanicsOpt = "corrected",
 ) -> None:
     """Shockwave and baselines at growing cluster sizes, jobs in proportion: wall time, solver latency and quality

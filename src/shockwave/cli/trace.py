@@ -30,65 +30,62 @@ from shockwave.workload_model.trace import TraceJob, require_gangs_fit, write_tr
 app = typer.Typer(help="Generate and inspect traces.", no_args_is_help=True, rich_markup_mode=None)
 
 
+# Options of `generate` alone.
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "-o",
+        "--output",
+        help="Output file; default: the conventional name (every knob in it) in the current folder.",
+    ),
+]
+StyleOpt = Annotated[
+    str,
+    typer.Option(
+        "--style", help="shockwave: the Shockwave artifact's adaptive jobs; gavel: Gavel's Philly-derived jobs."
+    ),
+]
+LamOpt = Annotated[
+    float | None, typer.Option("--lam", help="Mean inter-arrival time (seconds); default 40 (shockwave style).")
+]
+JobsPerHourOpt = Annotated[
+    float | None, typer.Option("--jobs-per-hour", help="Arrival rate instead of --lam (3600 / lam).")
+]
+MultiGpuOpt = Annotated[bool, typer.Option("--multi-gpu", help="Gavel style: gangs of 2, 4 and 8 GPUs (Philly's mix).")]
+MultiPriorityOpt = Annotated[
+    bool, typer.Option("--multi-priority", help="Gavel style: a fifth of the jobs get priority weight 5.")
+]
+SlosOpt = Annotated[
+    bool,
+    typer.Option("--slos", help="Gavel style: SLOs of 1.2, 2 or 10 x each job's duration (the reference's draw)."),
+]
+
+
 @app.command("generate")
 def trace_generate(
-    output: Annotated[
-        Path | None,
-        typer.Option(
-            "-o",
-            "--output",
-            help="Output file; default: the conventional name (every knob in it) in the current folder.",
-        ),
-    ] = None,
-    style: Annotated[
-        str,
-        typer.Option(
-            "--style", help="shockwave: the Shockwave artifact's adaptive jobs; gavel: Gavel's Philly-derived jobs."
-        ),
-    ] = "shockwave",
+    output: OutputOpt = None,
+    style: StyleOpt = "shockwave",
     jobs: Annotated[int, typer.Option("--jobs", help="Number of jobs.")] = 120,
     min_hours: Annotated[float, typer.Option("--min-hours", help="Shortest candidate duration (hours).")] = 0.2,
     max_hours: Annotated[float, typer.Option("--max-hours", help="Longest candidate duration (hours).")] = 5.0,
     num_durations: Annotated[int, typer.Option("--num-durations", help="Evenly spaced candidate durations.")] = 100,
-    lam: Annotated[
-        float | None, typer.Option("--lam", help="Mean inter-arrival time (seconds); default 40 (shockwave style).")
-    ] = None,
-    jobs_per_hour: Annotated[
-        float | None, typer.Option("--jobs-per-hour", help="Arrival rate instead of --lam (3600 / lam).")
-    ] = None,
+    lam: LamOpt = None,
+    jobs_per_hour: JobsPerHourOpt = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Random seed; default 25 (shockwave), 0 (gavel).")] = None,
     mode_mix: Annotated[str, typer.Option("--mode-mix", help="P(static),P(accordion),P(gns).")] = "0,0.5,0.5",
     gpu_mix: Annotated[str, typer.Option("--gpu-mix", help="P(1),P(2),P(4),P(8) GPUs per job.")] = "0.6,0.3,0.09,0.01",
     static: Annotated[bool, typer.Option("--static", help="Gavel style: every job arrives at time 0.")] = False,
-    multi_gpu: Annotated[
-        bool, typer.Option("--multi-gpu", help="Gavel style: gangs of 2, 4 and 8 GPUs (Philly's mix).")
-    ] = False,
-    multi_priority: Annotated[
-        bool, typer.Option("--multi-priority", help="Gavel style: a fifth of the jobs get priority weight 5.")
-    ] = False,
-    slos: Annotated[
-        bool,
-        typer.Option("--slos", help="Gavel style: SLOs of 1.2, 2 or 10 x each job's duration (the reference's draw)."),
-    ] = False,
+    multi_gpu: MultiGpuOpt = False,
+    multi_priority: MultiPriorityOpt = False,
+    slos: SlosOpt = False,
     throughputs: ThroughputsOpt = None,
 ) -> None:
     """Generate a synthetic trace with a reference generator's sampling, so its job stream regenerates exactly."""
-    if lam is not None and jobs_per_hour is not None:
-        raise InputError("give --lam or --jobs-per-hour, not both")
-    if jobs_per_hour is not None:
-        if not jobs_per_hour > 0:
-            raise InputError(f"--jobs-per-hour must be > 0, got {jobs_per_hour}")
-        lam = 3600.0 / jobs_per_hour
+    lam = _mean_gap(lam, jobs_per_hour)
     tm = load_throughputs(throughputs)
     make: Callable[[], list[TraceJob]]
     if style == "gavel":
-        if static and lam:
-            raise InputError("--static puts every job at time 0: it takes no --lam or --jobs-per-hour")
-        if not static and lam is None:
-            raise InputError("a continuous Gavel workload needs --lam (seconds between arrivals) or --jobs-per-hour")
-        workload = GavelWorkload(
-            jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority, slos=slos
-        )
+        workload = _gavel_workload(jobs, lam, seed, static, multi_gpu, multi_priority, slos)
         default = workload.file_name()
         make = partial(generate_gavel, workload, tm)
     elif style == "shockwave":
@@ -108,14 +105,40 @@ def trace_generate(
         make = partial(generate, params, tm)
     else:
         raise InputError(f"unknown --style {style!r}; choose shockwave or gavel")
-    path = output or Path(default)
+    _write_generated(make, output or Path(default), tm.name)
+
+
+def _mean_gap(lam: float | None, jobs_per_hour: float | None) -> float | None:
+    """Seconds between arrivals, given either way (--lam, or --jobs-per-hour as a rate); None if neither was."""
+    if lam is not None and jobs_per_hour is not None:
+        raise InputError("give --lam or --jobs-per-hour, not both")
+    if jobs_per_hour is not None:
+        if not jobs_per_hour > 0:
+            raise InputError(f"--jobs-per-hour must be > 0, got {jobs_per_hour}")
+        return 3600.0 / jobs_per_hour
+    return lam
+
+
+def _gavel_workload(
+    jobs: int, lam: float | None, seed: int | None, static: bool, multi_gpu: bool, multi_priority: bool, slos: bool
+) -> GavelWorkload:
+    """Gavel's workload: static (all at time 0) or continuous (a mean gap between arrivals), never both."""
+    if static and lam:
+        raise InputError("--static puts every job at time 0: it takes no --lam or --jobs-per-hour")
+    if not static and lam is None:
+        raise InputError("a continuous Gavel workload needs --lam (seconds between arrivals) or --jobs-per-hour")
+    return GavelWorkload(jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority, slos=slos)
+
+
+def _write_generated(make: Callable[[], list[TraceJob]], path: Path, source: str) -> None:
+    """Generate only once the file is known to be writable: a long generation is not lost to a bad -o."""
     ensure_writable_file(path)
     trace = make()
     try:
         write_trace(trace, path)
     except OSError as exc:
         raise InputError(f"cannot write trace: {exc.strerror}", path=path) from None
-    err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {tm.name})", markup=False, highlight=False)
+    err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {source})", markup=False, highlight=False)
 
 
 @app.command("check")
