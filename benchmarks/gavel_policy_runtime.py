@@ -413,7 +413,8 @@ def parse_cluster(text: str | None) -> tuple[int, int, int] | None:
     return (k80, p100, v100)
 
 
-def main() -> None:
+def _arguments() -> tuple[argparse.Namespace, list[str], list[int], list[str]]:
+    """The command line, with its policies, sizes and mixes split and checked before anything is measured."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference-policies", type=Path, help="the reference's scheduler/policies folder")
     parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="comma-separated policy names")
@@ -432,23 +433,36 @@ def main() -> None:
     mixes = [m for m in args.mixes.split(",") if m]
     if not set(mixes) <= {"single", "multi"} or args.repeats < 1 or min(sizes, default=0) < 4:
         sys.exit("--mixes takes single,multi; --repeats must be >= 1; --sizes must be >= 4 jobs")
+    return args, policies, sizes, mixes
 
-    console = Console(width=170)
-    if args.throughputs.is_file():
-        tm = load_throughputs(args.throughputs)
-        source = str(args.throughputs)
-    else:
-        tm = load_throughputs(None)
-        source = "the built-in model"
-        console.print(f"note: {args.throughputs} not found; throughputs from the built-in model")
-    folder = find_reference(args.reference_policies)
-    modules = None
+
+def _throughputs(path: Path, console: Console) -> tuple[ThroughputModel, str]:
+    """Gavel's table when it is there, else the built-in model (said on the console); and which it is."""
+    if path.is_file():
+        return load_throughputs(path), str(path)
+    tm = load_throughputs(None)
+    console.print(f"note: {path} not found; throughputs from the built-in model")
+    return tm, "the built-in model"
+
+
+def _reference(path: Path | None, console: Console) -> dict[str, types.ModuleType] | None:
+    """The reference's policy modules, or None (said on the console) when `path` holds none: ours alone are timed."""
+    folder = find_reference(path)
     if folder is None:
-        where = f" ({args.reference_policies} has no policy.py/max_min_fairness.py)" if args.reference_policies else ""
+        where = f" ({path} has no policy.py/max_min_fairness.py)" if path else ""
         console.print(f"note: no reference policies{where}; only our times are shown (see --help to extract them)")
-    else:
-        modules = import_reference(folder)
-        console.print(f"reference policies imported from {folder}")
+        return None
+    modules = import_reference(folder)
+    console.print(f"reference policies imported from {folder}")
+    return modules
+
+
+def main() -> None:
+    """A table per job mix: per policy and size, our time and the reference's on the same inputs."""
+    args, policies, sizes, mixes = _arguments()
+    console = Console(width=170)
+    tm, source = _throughputs(args.throughputs, console)
+    modules = _reference(args.reference_policies, console)
 
     warmup = draw_mix(min(sizes), True, args.seed, tm, args.cluster)
     for policy in policies:  # first calls pay imports and cvxpy's caches; keep them out of the table

@@ -31,7 +31,7 @@ from shockwave.core.clock import WallClock
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.loop import SchedulingLoop
 from shockwave.runtime.fake_backend import FakeBackend
-from shockwave.service.endpoint import read_endpoint
+from shockwave.service.endpoint import Endpoint, read_endpoint
 from shockwave.service.serve import ServeRequest, serve
 
 SUBMIT_EVERY_S = 0.05
@@ -112,56 +112,49 @@ def _quantiles(values: list[float]) -> tuple[float, float, float]:
     return statistics.median(ordered), p95, ordered[-1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--queued", type=int, default=900, help="jobs queued before the measurement")
-    parser.add_argument("--seconds", type=float, default=40.0, help="how long to keep submitting")
-    parser.add_argument("--readers", type=int, default=0, help="slow dashboard streams open while measuring")
-    args = parser.parse_args()
-    windows = _solves()
-    stop = threading.Event()
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder)
-        request = ServeRequest(out=out, cluster="v100:64", policy="shockwave", round_seconds=3.0)
+def _start_service(out: Path, stop: threading.Event) -> tuple[threading.Thread, Endpoint]:
+    """`shockwave serve` on the fake 64-GPU cluster, in a thread of this process; returns once it listens."""
+    request = ServeRequest(out=out, cluster="v100:64", policy="shockwave", round_seconds=3.0)
 
-        def backend(cluster: ClusterSpec) -> FakeBackend:
-            return FakeBackend({"v100": 64}, steps_per_s=20.0, clock=WallClock())
+    def backend(cluster: ClusterSpec) -> FakeBackend:
+        return FakeBackend({"v100": 64}, steps_per_s=20.0, clock=WallClock())
 
-        service = threading.Thread(target=serve, args=(request, stop, backend), daemon=True)
-        service.start()
-        while not (out / "endpoint.json").exists():
-            time.sleep(0.05)
-        endpoint = read_endpoint(out)
-        client = httpx.Client(
-            base_url=endpoint.url, headers={"Authorization": f"Bearer {endpoint.token}"}, trust_env=False
-        )
+    service = threading.Thread(target=serve, args=(request, stop, backend), daemon=True)
+    service.start()
+    while not (out / "endpoint.json").exists():
+        time.sleep(0.05)
+    return service, read_endpoint(out)
 
-        def submit(i: int) -> tuple[float, float]:
-            body = {
-                "name": f"job-{i}",
-                "family": FAMILIES[i % len(FAMILIES)],
-                "gpus": 1 + i % 4 // 3,
-                "steps": 3000 + 37 * i,
-            }
-            began = time.monotonic()
-            answer = client.post("/jobs", json=body)
-            ended = time.monotonic()
-            assert answer.status_code == 201, answer.text
-            return began, ended
 
-        for i in range(args.queued):
-            submit(i)
-        readers = SlowReaders(endpoint.url, endpoint.token, args.readers) if args.readers else None
-        timed: list[tuple[float, float]] = []
-        until = time.monotonic() + args.seconds
-        i = args.queued
-        while time.monotonic() < until:
-            timed.append(submit(i))
-            i += 1
-            time.sleep(SUBMIT_EVERY_S)
-        watched = readers.close() if readers is not None else "no dashboard stream open"
-        stop.set()
-        service.join(timeout=120)
+def _submit(client: httpx.Client, i: int) -> tuple[float, float]:
+    """Submit the i-th job as `shockwave submit` would; when the request began and when its answer came."""
+    body = {
+        "name": f"job-{i}",
+        "family": FAMILIES[i % len(FAMILIES)],
+        "gpus": 1 + i % 4 // 3,
+        "steps": 3000 + 37 * i,
+    }
+    began = time.monotonic()
+    answer = client.post("/jobs", json=body)
+    ended = time.monotonic()
+    assert answer.status_code == 201, answer.text
+    return began, ended
+
+
+def _measure(client: httpx.Client, first: int, seconds: float) -> list[tuple[float, float]]:
+    """A submission every SUBMIT_EVERY_S for `seconds`, numbered from `first`; each one's request times."""
+    timed: list[tuple[float, float]] = []
+    until = time.monotonic() + seconds
+    i = first
+    while time.monotonic() < until:
+        timed.append(_submit(client, i))
+        i += 1
+        time.sleep(SUBMIT_EVERY_S)
+    return timed
+
+
+def _report(timed: list[tuple[float, float]], windows: list[tuple[float, float]], queued: int, watched: str) -> Table:
+    """The latencies, all and those overlapping a solve, with the solves of the measurement in the caption."""
     solves = [w for w in windows if w[0] >= timed[0][0]]
     during = [e - b for b, e in timed if any(b < s_end and e > s_start for s_start, s_end in solves)]
     overall = [e - b for b, e in timed]
@@ -174,10 +167,34 @@ def main() -> None:
     s50, s95, smax = _quantiles([e - b for b, e in solves])
     table.caption = (
         f"{len(solves)} solves during the measurement: p50 {s50:.2f} s, p95 {s95:.2f} s, max {smax:.2f} s; "
-        f"{args.queued} jobs queued first, then one every {SUBMIT_EVERY_S * 1000:.0f} ms; {watched}. "
+        f"{queued} jobs queued first, then one every {SUBMIT_EVERY_S * 1000:.0f} ms; {watched}. "
         "Bar: under 200 ms."
     )
-    Console().print(table)
+    return table
+
+
+def main() -> None:
+    """Fill the queue, then time submissions for a while (with slow readers, if asked) and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--queued", type=int, default=900, help="jobs queued before the measurement")
+    parser.add_argument("--seconds", type=float, default=40.0, help="how long to keep submitting")
+    parser.add_argument("--readers", type=int, default=0, help="slow dashboard streams open while measuring")
+    args = parser.parse_args()
+    windows = _solves()
+    stop = threading.Event()
+    with tempfile.TemporaryDirectory() as folder:
+        service, endpoint = _start_service(Path(folder), stop)
+        client = httpx.Client(
+            base_url=endpoint.url, headers={"Authorization": f"Bearer {endpoint.token}"}, trust_env=False
+        )
+        for i in range(args.queued):
+            _submit(client, i)
+        readers = SlowReaders(endpoint.url, endpoint.token, args.readers) if args.readers else None
+        timed = _measure(client, args.queued, args.seconds)
+        watched = readers.close() if readers is not None else "no dashboard stream open"
+        stop.set()
+        service.join(timeout=120)
+    Console().print(_report(timed, windows, args.queued, watched))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -22,11 +22,14 @@ from shockwave.core.errors import InputError, Interrupted
 from shockwave.experiments import figures, store
 from shockwave.experiments.cell import Cell
 from shockwave.experiments.figures import HEADLINE
-from shockwave.experiments.parallel import CellProgress, run_cells
-from shockwave.experiments.sweep_spec import SweepSpec
+from shockwave.experiments.parallel import CellProgress, Outcome, run_cells
+from shockwave.experiments.sweep_spec import Case, SweepSpec
 from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_text
 from shockwave.policies.plugins import short_name
 from shockwave.results.provenance import with_command
+
+if TYPE_CHECKING:
+    from shockwave.workload_model.throughput import ThroughputModel
 
 log = logging.getLogger(__name__)
 SPEC_FILE = "sweep.json"
@@ -42,25 +45,26 @@ class SweepRun:
     """Keys of finished cells whose simulation ended with jobs it never finished."""
 
 
+@dataclass(frozen=True)
+class _Workload:
+    """One trace of a case, as its cells carry it: generated traces are already written to out/traces."""
+
+    label: str
+    text: str
+    seed: int | None
+    path: str | None
+    extra: dict[str, Any]
+
+
 def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
     """Every cell of the sweep; generated traces are written to out/traces (kept for the user)."""
-    from shockwave.experiments.sweep_spec import gavel_workload
     from shockwave.policies.plugins import source_of
     from shockwave.policies.registry import policy_info
-    from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
-    from shockwave.workload_model.gavel_generator import generate_gavel
-    from shockwave.workload_model.generator import GeneratorParams, generate
     from shockwave.workload_model.throughput import load_throughputs, require_gpu_types
-    from shockwave.workload_model.trace import read_trace, require_gangs_fit, write_trace
+    from shockwave.workload_model.trace import read_trace, require_gangs_fit
 
-    if not spec.cases:
-        raise InputError(
-            "the sweep names no workload: give traces (--trace) or generator parameters (--generate) "
-            "with cluster sizes (--gpus), or [[case]] entries"
-        )
-    if not spec.policies:
-        raise InputError("the sweep names no policy (--policies)")
+    _require_workloads_and_policies(spec)
     preset(spec.mechanics).with_round_seconds(spec.round_seconds)
     model = load_throughputs(spec.throughputs)
     throughputs_text = read_text(spec.throughputs, "throughput file", THROUGHPUT_LIMIT) if spec.throughputs else None
@@ -71,59 +75,150 @@ def build_cells(spec: SweepSpec, out: Path) -> list[Cell]:
         cluster = case.spec(spec.gpus_per_server)
         require_gpu_types(model, cluster.types)
         config_path = case.config or spec.config
-        config_text = None
-        if config_path is not None:
-            ShockwaveConfig.from_json(config_path)
-            config_text = read_text(config_path, "config file", CONFIG_LIMIT)
-        workloads: list[tuple[str, str, int | None, str | None, dict[str, Any]]] = []
-        if case.trace is not None:
-            workloads.append((case.trace.stem, read_text(case.trace, "trace", TRACE_LIMIT), None, str(case.trace), {}))
-        else:
-            for seed in spec.seeds:
-                table = dict(case.generate or {})
-                if table.get("style") == "gavel":
-                    workload = gavel_workload(table, seed)
-                    jobs, name = generate_gavel(workload, model), workload.file_name()
-                    about = {"style": "gavel", **asdict(workload), "jobs_per_hour": workload.jobs_per_hour}
-                else:
-                    table.pop("style", None)
-                    params = GeneratorParams(
-                        **{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}, seed=seed
-                    )
-                    jobs, name, about = generate(params, model), params.file_name(), asdict(params)
-                path = out / "traces" / name
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_trace(jobs, path)
-                workloads.append(
-                    (path.stem, read_text(path, "trace", TRACE_LIMIT), seed, str(path), {"generator": about})
-                )
-        for label, text, seed, path, extra in workloads:
-            jobs = read_trace(path, model) if path else []
-            require_gangs_fit(jobs, cluster.largest_pool, path)
+        config_text = _config_text(config_path)
+        for workload in _workloads(spec, case, model, out):
+            jobs = read_trace(workload.path, model) if workload.path else []
+            require_gangs_fit(jobs, cluster.largest_pool, workload.path)
             for policy in spec.policies:
                 shockwave = configured[policy]
                 cells.append(
                     Cell(
-                        label=label,
-                        trace_text=text,
+                        label=workload.label,
+                        trace_text=workload.text,
                         gpus=case.gpus,
                         cluster=case.cluster,
                         policy=policy,
                         mechanics=spec.mechanics,
                         round_seconds=spec.round_seconds,
                         gpus_per_server=spec.gpus_per_server,
-                        seed=seed,
-                        trace_path=path,
+                        seed=workload.seed,
+                        trace_path=workload.path,
                         throughputs_name=str(spec.throughputs) if spec.throughputs else None,
                         throughputs_text=throughputs_text,
                         config_name=str(config_path) if shockwave and config_path else None,
                         config_text=config_text if shockwave else None,
-                        extra=extra,
+                        extra=workload.extra,
                         policy_text=texts[policy],
                         window=spec.window,
                     )
                 )
     return cells
+
+
+def _require_workloads_and_policies(spec: SweepSpec) -> None:
+    """An empty grid is a mistake in the invocation: say what to add rather than run nothing."""
+    if not spec.cases:
+        raise InputError(
+            "the sweep names no workload: give traces (--trace) or generator parameters (--generate) "
+            "with cluster sizes (--gpus), or [[case]] entries"
+        )
+    if not spec.policies:
+        raise InputError("the sweep names no policy (--policies)")
+
+
+def _config_text(path: Path | None) -> str | None:
+    """A Shockwave config file's text, once it is known to be valid (a bad one fails the sweep, not each cell)."""
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+
+    if path is None:
+        return None
+    ShockwaveConfig.from_json(path)
+    return read_text(path, "config file", CONFIG_LIMIT)
+
+
+def _workloads(spec: SweepSpec, case: Case, model: ThroughputModel, out: Path) -> list[_Workload]:
+    """The case's trace file, or one generated trace per seed of the sweep."""
+    if case.trace is not None:
+        return [_Workload(case.trace.stem, read_text(case.trace, "trace", TRACE_LIMIT), None, str(case.trace), {})]
+    return [_generated(case.generate or {}, seed, model, out) for seed in spec.seeds]
+
+
+def _generated(parameters: dict[str, Any], seed: int, model: ThroughputModel, out: Path) -> _Workload:
+    """A trace drawn with the case's generator parameters and `seed` (Gavel's generator for `style = "gavel"`),
+    written to out/traces so that the user keeps it and each cell reads it as a file."""
+    from shockwave.experiments.sweep_spec import gavel_workload
+    from shockwave.workload_model.gavel_generator import generate_gavel
+    from shockwave.workload_model.generator import GeneratorParams, generate
+    from shockwave.workload_model.trace import write_trace
+
+    table = dict(parameters)
+    if table.get("style") == "gavel":
+        workload = gavel_workload(table, seed)
+        jobs, name = generate_gavel(workload, model), workload.file_name()
+        about = {"style": "gavel", **asdict(workload), "jobs_per_hour": workload.jobs_per_hour}
+    else:
+        table.pop("style", None)
+        params = GeneratorParams(**{k: tuple(v) if isinstance(v, list) else v for k, v in table.items()}, seed=seed)
+        jobs, name, about = generate(params, model), params.file_name(), asdict(params)
+    path = out / "traces" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_trace(jobs, path)
+    return _Workload(path.stem, read_text(path, "trace", TRACE_LIMIT), seed, str(path), {"generator": about})
+
+
+class _CellBars:
+    """The progress display of a sweep: an overall bar, and a bar per running cell while it runs."""
+
+    def __init__(self, progress: Progress, total: int) -> None:
+        self.progress = progress
+        self.overall = progress.add_task("[bold]cells", total=total, note="")
+        self.running: dict[str, TaskID] = {}
+
+    def started(self, cell: Cell) -> None:
+        """A bar for the cell, whose total is unknown until its first progress report."""
+        self.running[cell.key] = self.progress.add_task(escape(f"  {_name(cell)}"), total=None, note="")
+
+    def advanced(self, update: CellProgress) -> None:
+        """The cell's jobs finished so far and its simulated time (reports of cells without a bar are dropped)."""
+        if update.key in self.running:
+            self.progress.update(
+                self.running[update.key],
+                completed=update.finished_jobs,
+                total=update.total_jobs,
+                note=f"t = {update.now_s / 3600:5.2f} h",
+            )
+
+    def finished(self, cell: Cell) -> None:
+        """The cell's bar goes, and the overall bar counts it (failed or not)."""
+        if cell.key in self.running:
+            self.progress.remove_task(self.running.pop(cell.key))
+        self.progress.advance(self.overall)
+
+
+def _progress(console: Console, disable: bool) -> Progress:
+    """The bars' columns: what is running, how far (jobs finished of all), simulated time, wall time."""
+    return Progress(
+        TextColumn("{task.description:<60}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[note]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=disable,
+    )
+
+
+def _to_run(out: Path, cells: list[Cell]) -> list[Cell]:
+    """The cells without a usable result in `out` (a damaged one is reported, and run again)."""
+    finished, damaged = store.reusable_cells(out, [c.key for c in cells])
+    for warning in damaged:
+        log.warning("%s", warning)
+    return [c for c in cells if c.digest not in finished]
+
+
+def _record(outcome: Outcome, out: Path, command: list[str] | None, failed: dict[str, str]) -> dict[str, Any] | None:
+    """Keep a cell's outcome in `out`: its result (any earlier error of it dropped), or its error, also added to
+    `failed`; returns the result, or None when the cell failed."""
+    key = outcome.cell.key
+    if outcome.result is None:
+        failed[key] = outcome.error or "failed"
+        store.write_json(store.error_path(out, key), {"cell": outcome.cell.describe(), "error": failed[key]})
+        log.error("cell %s failed: %s", key, failed[key].splitlines()[0])
+        return None
+    result = with_command(outcome.result, command) if command is not None else outcome.result
+    store.write_json(store.cell_path(out, key), result)
+    store.error_path(out, key).unlink(missing_ok=True)
+    return result
 
 
 def run_sweep(
@@ -141,10 +236,7 @@ def run_sweep(
     with store.claimed(out, "sweep"):
         cells = build_cells(spec, out)
         store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
-        finished, damaged = store.reusable_cells(out, [c.key for c in cells])
-        for warning in damaged:
-            log.warning("%s", warning)
-        todo = [c for c in cells if c.digest not in finished]
+        todo = _to_run(out, cells)
         reused = len(cells) - len(todo)
         console.print(
             f"{len(cells)} cells: {reused} already finished in {out} (kept), {len(todo)} to run"
@@ -156,47 +248,15 @@ def run_sweep(
         failed: dict[str, str] = {}
         computed = 0
         try:
-            with Progress(
-                TextColumn("{task.description:<60}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[note]}"),
-                TimeElapsedColumn(),
-                console=console,
-                disable=not show_progress or lines,
-            ) as progress:
-                overall = progress.add_task("[bold]cells", total=len(todo), note="")
-                running: dict[str, TaskID] = {}
-
-                def on_start(cell: Cell) -> None:
-                    running[cell.key] = progress.add_task(escape(f"  {_name(cell)}"), total=None, note="")
-
-                def on_progress(update: CellProgress) -> None:
-                    if update.key in running:
-                        progress.update(
-                            running[update.key],
-                            completed=update.finished_jobs,
-                            total=update.total_jobs,
-                            note=f"t = {update.now_s / 3600:5.2f} h",
-                        )
-
+            with _progress(console, disable=not show_progress or lines) as progress:
+                bars = _CellBars(progress, len(todo))
                 for outcome in run_cells(
-                    todo, workers=workers, ray=ray, address=address, on_start=on_start, on_progress=on_progress
+                    todo, workers=workers, ray=ray, address=address, on_start=bars.started, on_progress=bars.advanced
                 ):
-                    key = outcome.cell.key
-                    if key in running:
-                        progress.remove_task(running.pop(key))
-                    progress.advance(overall)
-                    if outcome.result is None:
-                        failed[key] = outcome.error or "failed"
-                        store.write_json(
-                            store.error_path(out, key), {"cell": outcome.cell.describe(), "error": failed[key]}
-                        )
-                        log.error("cell %s failed: %s", key, failed[key].splitlines()[0])
+                    bars.finished(outcome.cell)
+                    result = _record(outcome, out, command, failed)
+                    if result is None:
                         continue
-                    result = with_command(outcome.result, command) if command is not None else outcome.result
-                    store.write_json(store.cell_path(out, key), result)
-                    store.error_path(out, key).unlink(missing_ok=True)
                     computed += 1
                     if lines:
                         console.print(

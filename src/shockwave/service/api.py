@@ -13,7 +13,7 @@ use, a job already over), 413 (a body over MAX_BODY_BYTES, field `body`), 422 (a
 cluster can never run), 503 (the store could not be used, or the dashboard has as many streams open as it serves).
 
 No `from __future__ import annotations` here: FastAPI reads the route functions' annotations at run time, and
-those of functions defined inside `make_app` name its local variables.
+those of functions defined inside `make_app`'s helpers name their local variables.
 """
 
 import hashlib
@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
@@ -159,18 +159,25 @@ def tail(path: Path, lines: int) -> str:
     return "".join(text.splitlines(keepends=True)[-lines:])
 
 
-def make_app(
-    store: Store,
-    cluster: ClusterSpec,
-    token: str,
-    metrics_source: Callable[[], SchedulerMetrics] | None = None,
-    admissible: Callable[[JobSpec], None] | None = None,
-) -> FastAPI:
-    """The API of one service: its queue, the cluster submissions are checked against, the token clients must
-    send, (once the scheduler runs) where its metrics come from, and what else a spec must satisfy (`admissible`
-    raises an InputError naming the field: the service's policy's own needs)."""
-    if not token:
-        raise ValueError("the API needs a token")
+def _refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The documented error answers of a route (or router): each in the API's one error shape."""
+    return {code: {"model": ApiError} for code in codes}
+
+
+@dataclass(frozen=True)
+class _Guards:
+    """The API's checks of a caller, all derived from its one token."""
+
+    authenticated: Callable[..., None]
+    """The Bearer header (a FastAPI dependency): every route but /healthz and the dashboard's."""
+    reader: Callable[[Request], None]
+    """The dashboard's readers: the Bearer header or the dashboard's cookie."""
+    sign_in: Callable[[str], str]
+    """The dashboard's cookie for a browser that opened `/?token=<token>`."""
+
+
+def _guards(token: str) -> _Guards:
+    """The checks for `token`: kept apart from the routes so that every route group shares the same ones."""
     expected = token.encode()
     bearer = HTTPBearer(auto_error=False, description="The token in DIR/endpoint.json, written by `shockwave serve`.")
     # The dashboard cookie's value: derived from the token, so that a leaked cookie cannot submit or cancel.
@@ -207,17 +214,11 @@ def make_app(
             raise RequestRefused(401, "wrong token in the dashboard's address (?token=)", "token")
         return session
 
-    refusals = {401: {"model": ApiError}, 404: {"model": ApiError}, 409: {"model": ApiError}, 422: {"model": ApiError}}
-    app = FastAPI(
-        title="shockwave scheduler service",
-        version=__version__,
-        responses={413: {"model": ApiError}, 503: {"model": ApiError}},
-        telemetry=NO_TELEMETRY,
-    )
-    app.add_middleware(_BodyLimit)
-    jobs = APIRouter(dependencies=[Depends(authenticated)], responses={401: refusals[401]})
-    registry = CollectorRegistry()
-    registry.register(_QueueCollector(store, metrics_source))
+    return _Guards(authenticated, reader, sign_in)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Answer every refusal, the app's own and FastAPI's, in the one error shape with the field to fix."""
 
     @app.exception_handler(RequestRefused)
     def _refused(request: Request, exc: RequestRefused) -> JSONResponse:
@@ -252,12 +253,13 @@ def make_app(
     def _store_down(request: Request, exc: sqlite3.Error) -> JSONResponse:
         return _answer(503, f"the service's store cannot be used now: {exc}", None)
 
-    @app.get("/healthz", tags=["service"])
-    def healthz() -> dict[str, str]:
-        """Whether the service answers (no token needed)."""
-        return {"status": "ok"}
 
-    @jobs.post("/jobs", status_code=status.HTTP_201_CREATED, responses={409: refusals[409], 422: refusals[422]})
+def _add_job_routes(
+    jobs: APIRouter, store: Store, cluster: ClusterSpec, admissible: Callable[[JobSpec], None] | None
+) -> None:
+    """The queue's routes (submit, list, read, cancel, a job's log): what the CLI's commands call."""
+
+    @jobs.post("/jobs", status_code=status.HTTP_201_CREATED, responses=_refusals(409, 422))
     def submit_job(spec: JobSpec, response: Response) -> Job:
         """Queue a job; the scheduler admits it at its next round."""
         spec.check(cluster)
@@ -272,28 +274,65 @@ def make_app(
         """Every job, in submission order."""
         return store.jobs()
 
-    @jobs.get("/jobs/{name}", responses={404: refusals[404]})
+    @jobs.get("/jobs/{name}", responses=_refusals(404))
     def get_job(name: str) -> Job:
         """One job."""
         return store.get(name)
 
-    @jobs.delete("/jobs/{name}", responses={404: refusals[404], 409: refusals[409]})
+    @jobs.delete("/jobs/{name}", responses=_refusals(404, 409))
     def cancel_job(name: str) -> Job:
         """Cancel a queued or running job; again on a cancelled job changes nothing; a finished job is refused."""
         return store.cancel(name)
 
-    @jobs.get("/jobs/{name}/logs", response_class=PlainTextResponse, responses={404: refusals[404]})
+    @jobs.get("/jobs/{name}/logs", response_class=PlainTextResponse, responses=_refusals(404))
     def job_logs(name: str, lines: Annotated[int, Query(ge=1, le=100_000)] = 200) -> str:
         """The end of the job's output (DIR/logs/NAME.log); empty before it has written any."""
         job = store.get(name)  # an unknown name never becomes a path
         return tail(store.folder / LOG_FOLDER / f"{job.name}.log", lines)
 
-    @jobs.get("/metrics", response_class=PlainTextResponse)
+
+def _add_metrics_route(router: APIRouter, store: Store, metrics_source: Callable[[], SchedulerMetrics] | None) -> None:
+    """`/metrics`, with a registry of the service's own: each app's gauges read its own store and scheduler."""
+    registry = CollectorRegistry()
+    registry.register(_QueueCollector(store, metrics_source))
+
+    @router.get("/metrics", response_class=PlainTextResponse)
     def metrics() -> Response:
         """Prometheus text format: jobs by state; GPU utilisation per type, solve time and round length once the
         scheduler reports them."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
+
+def make_app(
+    store: Store,
+    cluster: ClusterSpec,
+    token: str,
+    metrics_source: Callable[[], SchedulerMetrics] | None = None,
+    admissible: Callable[[JobSpec], None] | None = None,
+) -> FastAPI:
+    """The API of one service: its queue, the cluster submissions are checked against, the token clients must
+    send, (once the scheduler runs) where its metrics come from, and what else a spec must satisfy (`admissible`
+    raises an InputError naming the field: the service's policy's own needs)."""
+    if not token:
+        raise ValueError("the API needs a token")
+    guards = _guards(token)
+    app = FastAPI(
+        title="shockwave scheduler service",
+        version=__version__,
+        responses=_refusals(413, 503),
+        telemetry=NO_TELEMETRY,
+    )
+    app.add_middleware(_BodyLimit)
+    _add_error_handlers(app)
+
+    @app.get("/healthz", tags=["service"])
+    def healthz() -> dict[str, str]:
+        """Whether the service answers (no token needed)."""
+        return {"status": "ok"}
+
+    jobs = APIRouter(dependencies=[Depends(guards.authenticated)], responses=_refusals(401))
+    _add_job_routes(jobs, store, cluster, admissible)
+    _add_metrics_route(jobs, store, metrics_source)
     app.include_router(jobs)
-    app.include_router(dashboard_router(store, cluster, reader, sign_in))
+    app.include_router(dashboard_router(store, cluster, guards.reader, guards.sign_in))
     return app

@@ -25,11 +25,13 @@ from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from fastapi import FastAPI
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from shockwave.assembly.inputs import RunInputs, assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError, require_extra
+from shockwave.core.policy import Policy
 from shockwave.io.atomic import write_atomically
 from shockwave.io.lock import FolderLock
 from shockwave.io.private import private_folder, private_subfolder
@@ -46,7 +48,7 @@ from shockwave.runtime.folder import (
     require_resumable,
     require_same_program,
 )
-from shockwave.runtime.journal import LAYOUT, Journal, row
+from shockwave.runtime.journal import LAYOUT, JobRecord, Journal, row
 from shockwave.runtime.run import MAX_RESTARTS, Placement, RoundSeconds, RunRequest, require_round_seconds, run_result
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
@@ -57,9 +59,9 @@ from shockwave.service.server import start_server
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
 from shockwave.workload_model.entities import Entities
-from shockwave.workload_model.profile import build_profile
+from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import ThroughputModel, knows
-from shockwave.workload_model.trace import write_trace
+from shockwave.workload_model.trace import TraceJob, write_trace
 
 log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.sqlite"
@@ -244,16 +246,9 @@ def _serve(
     command: list[str] | None,
     ready: Callable[[str], None] | None,
 ) -> dict[str, Any]:
+    """`serve` in its locked folder: the queue and the journal checked, the scheduler built, then run beside the API."""
     journal_path = request.out / JOURNAL_FILE
-    if request.resume and not journal_path.exists():
-        raise InputError("no journal to resume from: start the service without --resume", path=journal_path)
-    if not request.resume and journal_path.exists():
-        raise InputError(
-            "a service has run here: add --resume to continue it, or choose another --out", path=journal_path
-        )
-    store = Store(request.out)
-    if not request.resume and store.jobs():
-        raise InputError("this folder's queue has jobs but no journal: choose another --out", path=store.path)
+    store = _queue(request, journal_path)
     info = policy_info(request.policy)  # the operator's: a file's class is loaded because they named it
     journal = Journal(journal_path) if request.resume else None
     if journal is not None:
@@ -274,11 +269,7 @@ def _serve(
     )
     jobs = link.trace()
     profiles = [build_profile(job, tm) for job in jobs]
-    if journal is not None:
-        records = journal.jobs()
-        snapshot = Snapshot.loads(journal.snapshot(), policy, jobs, profiles, journal.path)
-    else:
-        journal, records, snapshot = Journal(journal_path), {}, Snapshot(policy, {}, [])
+    journal, records, snapshot = _journaled(journal, journal_path, policy, jobs, profiles)
     checkpoints = private_subfolder(request.out / CHECKPOINTS)
     require_resumable(records, jobs, checkpoints, journal.path)
     token = _token(request.out, request.resume)
@@ -302,24 +293,70 @@ def _serve(
         source=QueueSource(link),
         observer=StoreObserver(link, private_subfolder(request.out / LOG_FOLDER)),
     )
-    for job_id, why in link.invalid.items():  # its queue row is corrupt or gone: it never runs again
+    _give_up_invalid(scheduler, link)
+    api = partial(make_app, store, cluster, token, lambda: link.metrics, partial(_admissible, tm, cluster, entities))
+    _run_serving(request, token, api, scheduler, cluster_backend, ready)
+    return _result(request, info.label, scheduler, link, inputs, command)
+
+
+def _queue(request: ServeRequest, journal_path: Path) -> Store:
+    """The folder's queue, once the folder is what the invocation expects: a journal exactly when resuming, and no
+    queued jobs without one (they would never be run)."""
+    if request.resume and not journal_path.exists():
+        raise InputError("no journal to resume from: start the service without --resume", path=journal_path)
+    if not request.resume and journal_path.exists():
+        raise InputError(
+            "a service has run here: add --resume to continue it, or choose another --out", path=journal_path
+        )
+    store = Store(request.out)
+    if not request.resume and store.jobs():
+        raise InputError("this folder's queue has jobs but no journal: choose another --out", path=store.path)
+    return store
+
+
+def _journaled(
+    journal: Journal | None, journal_path: Path, policy: Policy, jobs: list[TraceJob], profiles: list[JobProfile]
+) -> tuple[Journal, dict[int, JobRecord], Snapshot]:
+    """The journal with what it holds of the jobs and the scheduler (a resumed service goes on from there), or a new
+    journal and an empty start."""
+    if journal is None:
+        return Journal(journal_path), {}, Snapshot(policy, {}, [])
+    records = journal.jobs()
+    return journal, records, Snapshot.loads(journal.snapshot(), policy, jobs, profiles, journal.path)
+
+
+def _give_up_invalid(scheduler: RuntimeScheduler, link: QueueLink) -> None:
+    """Fail the jobs whose queue row is corrupt or gone, so they never run again (and the operator is told)."""
+    for job_id, why in link.invalid.items():
         scheduler.end(job_id, "failed", why)
         log.warning("job %d (%s) is given up: %s", job_id, link.name(job_id), why)
+
+
+def _run_serving(
+    request: ServeRequest,
+    token: str,
+    api: Callable[[], FastAPI],
+    scheduler: RuntimeScheduler,
+    backend: Backend,
+    ready: Callable[[str], None] | None,
+) -> None:
+    """Serve the API while the scheduler runs; however the run ends, clients are told first that the service is gone
+    (the endpoint file), then the server stops and the cluster's backend closes."""
     server = None
     try:
-        app = make_app(store, cluster, token, lambda: link.metrics, partial(_admissible, tm, cluster, entities))
-        server = start_server(app, port=request.port)
+        server = start_server(api(), port=request.port)
         write_endpoint(request.out, Endpoint(server.url, token))
         if ready is not None:
             ready(server.url)
-        log.info("serving %s on %s; jobs, logs and journal in %s", cluster.describe(), server.url, request.out)
+        log.info(
+            "serving %s on %s; jobs, logs and journal in %s", scheduler.cluster.describe(), server.url, request.out
+        )
         scheduler.run()
     finally:
         (request.out / ENDPOINT_FILE).unlink(missing_ok=True)
         if server is not None:
             server.stop()
-        cluster_backend.close()
-    return _result(request, info.label, scheduler, link, inputs, command)
+        backend.close()
 
 
 def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:

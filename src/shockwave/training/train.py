@@ -18,6 +18,7 @@ import math
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -138,6 +139,7 @@ def rendezvous(rank: int, world: int) -> dist.TCPStore:
 
 
 def train(family: str, seed: int, mode: str) -> None:
+    """Train `family` for the current lease: from the job's checkpoint when it has one, until the lease says stop."""
     lease = client.current()
     rank, world = lease.rank, lease.world_size
     torch.set_num_threads(1)
@@ -147,23 +149,7 @@ def train(family: str, seed: int, mode: str) -> None:
     model = build(family)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.SGD(params, lr=learning_rate(family, lease.batch_size))
-    state: dict[str, Any] = {
-        "step": 0,
-        "starts": [],
-        "completions": 0,
-        "samples": 0,
-        "mode": mode,
-        "initial_batch_size": lease.batch_size,
-    }
-    start = 0
-    if lease.checkpoint_path.exists():
-        state = torch.load(lease.checkpoint_path, weights_only=True)  # tensors and plain data: nothing is unpickled
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(family, lease.batch_size)
-        # At a new batch size the scheduler converted the step count (same epochs done); it says where to go on.
-        start = state["step"] if state["batch_size"] == lease.batch_size else lease.resume_step
+    state, start = _restored(lease, family, mode, model, optimizer)
     ctl = adaptive.controller(mode, state["initial_batch_size"], catalog_family(family).max_batch_size)
     if "controller" in state:
         ctl.load_state_dict(state["controller"])
@@ -172,36 +158,12 @@ def train(family: str, seed: int, mode: str) -> None:
         print(f"{family}: from step {start} of {lease.total_steps} at batch size {lease.batch_size}", flush=True)
     per_rank = max(1, lease.batch_size // world)
     pieces = 2 if ctl.needs_small_gradients and world == 1 and per_rank > 1 else 1
-
-    def agree(stop: bool) -> bool:
-        flag = torch.tensor([1.0 if stop else 0.0])
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item())
-
-    last_loss = math.nan
-
-    def save(step: int) -> None:
-        if rank != 0:
-            return
-        state.update(
-            model=model.state_dict(),
-            optimizer=optimizer.state_dict(),
-            controller=ctl.state_dict(),
-            step=step,
-            batch_size=lease.batch_size,
-            family=family,
-        )
-        temporary = lease.checkpoint_path.with_suffix(".tmp")
-        torch.save(state, temporary)
-        os.replace(temporary, lease.checkpoint_path)
-        lease.checkpointed(step)
-        print(f"step {step}: checkpoint saved (loss {last_loss:.4f})", flush=True)
-
+    checkpoint = _Checkpoint(lease, family, model, optimizer, ctl, state)
     for step in lease.steps(start=start, agree=agree if world > 1 else None):
         generator = torch.Generator().manual_seed(hash((seed, step, rank)) % (2**63))
         x, y, loss_fn = batch(family, per_rank, generator)
         loss, stats = gradients(model, params, loss_fn, x, y, pieces, world)
-        last_loss = loss
+        checkpoint.last_loss = loss
         if not math.isfinite(loss):
             raise RuntimeError(f"{family}: the loss is {loss} at step {step} (batch size {lease.batch_size})")
         optimizer.step()
@@ -211,17 +173,79 @@ def train(family: str, seed: int, mode: str) -> None:
         if done % lease.epoch_steps == 0 and done < lease.total_steps:
             wanted = ctl.epoch_end(lease.batch_size)
             if wanted != lease.batch_size:
-                save(done)
+                checkpoint.save(done)
                 lease.request_batch_size(wanted)
                 continue
         if lease.checkpoint_due():
-            save(done)
+            checkpoint.save(done)
     if lease.done:
         state["completions"] += 1
-    save(lease.step)
+    checkpoint.save(lease.step)
     if world > 1:
         dist.barrier()  # nobody tears the group down while a peer still uses it (gloo aborts a member otherwise)
         dist.destroy_process_group()
+
+
+def _restored(
+    lease: client.Lease, family: str, mode: str, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> tuple[dict[str, Any], int]:
+    """The job's state and the step it goes on from: a fresh start, or its checkpoint's model and optimizer (at the
+    lease's batch size's learning rate) so that a restarted job continues where it stopped."""
+    state: dict[str, Any] = {
+        "step": 0,
+        "starts": [],
+        "completions": 0,
+        "samples": 0,
+        "mode": mode,
+        "initial_batch_size": lease.batch_size,
+    }
+    if not lease.checkpoint_path.exists():
+        return state, 0
+    state = torch.load(lease.checkpoint_path, weights_only=True)  # tensors and plain data: nothing is unpickled
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(family, lease.batch_size)
+    # At a new batch size the scheduler converted the step count (same epochs done); it says where to go on.
+    return state, state["step"] if state["batch_size"] == lease.batch_size else lease.resume_step
+
+
+def agree(stop: bool) -> bool:
+    """Whether any member of the gang wants to stop: all members then stop at the same step, none left waiting."""
+    flag = torch.tensor([1.0 if stop else 0.0])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
+
+
+@dataclass
+class _Checkpoint:
+    """What the job saves to resume from, and the last loss to report with it; only rank 0 writes."""
+
+    lease: client.Lease
+    family: str
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    ctl: adaptive.Controller
+    state: dict[str, Any]
+    last_loss: float = math.nan
+
+    def save(self, step: int) -> None:
+        """Write the checkpoint atomically (a crash leaves the previous one) and tell the lease it is there."""
+        if self.lease.rank != 0:
+            return
+        self.state.update(
+            model=self.model.state_dict(),
+            optimizer=self.optimizer.state_dict(),
+            controller=self.ctl.state_dict(),
+            step=step,
+            batch_size=self.lease.batch_size,
+            family=self.family,
+        )
+        temporary = self.lease.checkpoint_path.with_suffix(".tmp")
+        torch.save(self.state, temporary)
+        os.replace(temporary, self.lease.checkpoint_path)
+        self.lease.checkpointed(step)
+        print(f"step {step}: checkpoint saved (loss {self.last_loss:.4f})", flush=True)
 
 
 def gradients(

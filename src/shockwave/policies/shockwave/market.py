@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import highspy
 import numpy as np
@@ -231,52 +232,94 @@ def _prefer_completion(
     return (values, limited) if second is None else (second, limited)
 
 
+class _Runs(NamedTuple):
+    """Where each job can run: one entry per (job, type) with v_jt > 0, by job then type. e_j = sum_t v_jt c_jt
+    sums a job's entries, so every row that reads e_j takes its coefficients from here."""
+
+    job: np.ndarray
+    gpu_type: np.ndarray
+    column: np.ndarray
+    """The entry's c_jt column."""
+    speed: np.ndarray
+    """v_jt."""
+
+    @classmethod
+    def of(cls, speed: np.ndarray, types: int) -> _Runs:
+        """The entries of v (n x types), read once for all the rows."""
+        runs_j, runs_t = np.nonzero(speed > 0)
+        return cls(runs_j, runs_t, runs_j * types + runs_t, speed[runs_j, runs_t])
+
+
 class _Model:
     """The program as one sparse matrix, plus where each variable lives and the second solve's objective rows."""
 
     def __init__(self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool) -> None:
-        n, h, t = inputs.jobs, inputs.rounds, inputs.round_s
-        capacities, speed = inputs.capacities, inputs.speed
-        types = len(capacities)
+        n, h = inputs.jobs, inputs.rounds
+        types = len(inputs.capacities)
         self.u = n * types
         self.leftover, self.makespan = self.u + n, self.u + 2 * n
         self.x = self.makespan + 1
-        jobs = np.arange(n)
-        cap = inputs.round_cap
-        inf = highspy.kHighsInf
         cols = self.x + (n * h if exact else 0)
         # e_j = sum_t v_jt c_jt: one (job, column, v) entry per type the job can run on.
-        runs_j, runs_t = np.nonzero(speed > 0)
-        runs_col, runs_v = runs_j * types + runs_t, speed[runs_j, runs_t]
+        runs = _Runs.of(inputs.speed, types)
 
         self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._rows = 0
+        self._add_chords(inputs, config, runs)
+        self._add_leftovers(inputs, runs)
+        self._add_makespan(n)
+        self._add_capacity(inputs, runs, exact)
+        self._add_welfare(inputs, fairness, cols)
+        self.completion = np.zeros(cols)
+        self.completion[runs.column] = runs.speed * (1.0 / inputs.round_cap.astype(float) ** 2)[runs.job]
+        self.lp = self._program(inputs, config, fairness, exact, cols)
+
+    def _add_chords(self, inputs: MarketInputs, config: ShockwaveConfig, runs: _Runs) -> None:
+        """u_j - s_jk e_j <= g_j(k) - s_jk k: the log term under each chord of g_j where its slope changes."""
+        n = inputs.jobs
         chord_jobs, chord_at, chord_slope = _chords(inputs, config)
         chord_rows = np.arange(len(chord_jobs))
-        first_run = np.searchsorted(runs_j, chord_jobs, side="left")
-        per_job = np.bincount(runs_j, minlength=n)[chord_jobs]
+        first_run = np.searchsorted(runs.job, chord_jobs, side="left")
+        per_job = np.bincount(runs.job, minlength=n)[chord_jobs]
         entry = np.repeat(first_run, per_job) + ranges(per_job)
         self._add(
             np.concatenate([chord_rows, np.repeat(chord_rows, per_job)]),
-            np.concatenate([self.u + chord_jobs, runs_col[entry]]),
-            np.concatenate([np.ones(len(chord_jobs)), -np.repeat(chord_slope, per_job) * runs_v[entry]]),
-            np.full(len(chord_jobs), -inf),
+            np.concatenate([self.u + chord_jobs, runs.column[entry]]),
+            np.concatenate([np.ones(len(chord_jobs)), -np.repeat(chord_slope, per_job) * runs.speed[entry]]),
+            np.full(len(chord_jobs), -highspy.kHighsInf),
             chord_at,
         )
+
+    def _add_leftovers(self, inputs: MarketInputs, runs: _Runs) -> None:
+        """L_j + e_j >= the job's remaining whole rounds: what the window does not give it is left over."""
+        n = inputs.jobs
+        jobs = np.arange(n)
         self._add(
-            np.concatenate([jobs, runs_j]),
-            np.concatenate([self.leftover + jobs, runs_col]),
-            np.concatenate([np.ones(n), runs_v]),
+            np.concatenate([jobs, runs.job]),
+            np.concatenate([self.leftover + jobs, runs.column]),
+            np.concatenate([np.ones(n), runs.speed]),
             inputs.remaining_rounds.astype(float),
-            np.full(n, inf),
+            np.full(n, highspy.kHighsInf),
         )
+
+    def _add_makespan(self, n: int) -> None:
+        """M - L_j >= 0: the makespan term is the longest leftover."""
+        jobs = np.arange(n)
         self._add(
             np.concatenate([jobs, jobs]),
             np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
             np.concatenate([np.ones(n), -np.ones(n)]),
             np.zeros(n),
-            np.full(n, inf),
+            np.full(n, highspy.kHighsInf),
         )
+
+    def _add_capacity(self, inputs: MarketInputs, runs: _Runs, exact: bool) -> None:
+        """The GPUs the granted rounds take: per round with one binary per job and round (whose rows also tie c_j to
+        its rounds), else in aggregate over the window, per type with one type per round for each job."""
+        n, h, capacities = inputs.jobs, inputs.rounds, inputs.capacities
+        types = len(capacities)
+        jobs = np.arange(n)
+        inf = highspy.kHighsInf
         sizes = inputs.scale_factors.astype(float)
         if exact:
             x_cols = self.x + np.arange(n * h)
@@ -297,21 +340,32 @@ class _Model:
         elif types == 1:
             self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(capacities[0] * h)]))
         else:
-            self._add(runs_t, runs_col, sizes[runs_j], np.full(types, -inf), np.array(capacities, float) * h)
-            self._add(runs_j, runs_col, np.ones(len(runs_j)), np.full(n, -inf), np.full(n, float(h)))
+            self._add(
+                runs.gpu_type, runs.column, sizes[runs.job], np.full(types, -inf), np.array(capacities, float) * h
+            )
+            self._add(runs.job, runs.column, np.ones(len(runs.job)), np.full(n, -inf), np.full(n, float(h)))
 
+    def _add_welfare(self, inputs: MarketInputs, fairness: Fairness, cols: int) -> None:
+        """W as a free row, which the second solve bounds from below to keep most of the first solve's welfare."""
+        n, h = inputs.jobs, inputs.rounds
+        inf = highspy.kHighsInf
         self.welfare = np.zeros(cols)
         self.welfare[self.u : self.u + n] = fairness.weights / (n * h)
         self.welfare_row = self._rows
         welfare_cols = np.arange(self.u, self.u + n)
         self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]), np.array([inf]))
-        self.completion = np.zeros(cols)
-        self.completion[runs_col] = runs_v * (1.0 / cap.astype(float) ** 2)[runs_j]
 
+    def _program(
+        self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool, cols: int
+    ) -> highspy.HighsLp:
+        """The rows added so far, the first solve's objective W - k T M and the variables' bounds, as HiGHS takes
+        them."""
+        n, h, types = inputs.jobs, inputs.rounds, len(inputs.capacities)
+        inf = highspy.kHighsInf
         r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
         matrix = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(self._rows, cols))
         cost = self.welfare.copy()
-        cost[self.makespan] = -config.k * t
+        cost[self.makespan] = -config.k * inputs.round_s
         lower = np.concatenate([np.zeros(n * types), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
         upper = np.concatenate([inputs.type_cap.ravel().astype(float), np.zeros(n), fairness.leftover_ub, [inf]])
         counted = highspy.HighsVarType.kInteger if types == 1 else highspy.HighsVarType.kContinuous
@@ -330,9 +384,10 @@ class _Model:
         lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
         lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = cols, self._rows
         lp.integrality_ = integer
-        self.lp = lp
+        return lp
 
     def _add(self, r: np.ndarray, c: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+        """A block of rows after those added so far (its row indices count from 0)."""
         self._blocks.append((r + self._rows, c, v, lo, hi))
         self._rows += len(lo)
 
