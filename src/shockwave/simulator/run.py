@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from shockwave.assembly.inputs import assemble
+from shockwave.assembly.inputs import RunInputs, assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.core.loop import timeline
@@ -51,12 +51,6 @@ def simulate(
     jobs, profiles = read_workload(trace, inputs.throughputs, batch_sizes)
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
-    measured = None
-    if window is not None:
-        start, stop = window
-        if not 0 <= start < stop <= len(jobs):
-            raise InputError(f"--window {start}:{stop} must be job ids within the trace's 0:{len(jobs)}", path=trace)
-        measured = range(start, stop)
     chosen = inputs.build(
         mechanics.min_realloc_interval_s, seed=seed, reference_quirks=mechanics.reference_policy_quirks
     )
@@ -69,11 +63,35 @@ def simulate(
         mechanics,
         on_round,
         replay=batch_sizes is not None,
-        window=measured,
+        window=_measured(window, len(jobs), trace),
         prices=inputs.prices,
     )
     result = engine.run()
-    header = {
+    summary = {
+        **_header(inputs, trace, cluster, mechanics),
+        **result.summary,
+        "timeline": timeline(result.rounds),
+        "provenance": provenance(mechanics),
+    }
+    tm = inputs.throughputs
+    if isinstance(tm, TableWithFallback) and tm.estimated:
+        summary["estimated_throughputs"] = tm.estimated_records()
+    return summary, result
+
+
+def _measured(window: tuple[int, int] | None, jobs: int, trace: Path) -> range | None:
+    """The jobs whose completion ends the run and whose outcomes the metrics cover (None: all)."""
+    if window is None:
+        return None
+    start, stop = window
+    if not 0 <= start < stop <= jobs:
+        raise InputError(f"--window {start}:{stop} must be job ids within the trace's 0:{jobs}", path=trace)
+    return range(start, stop)
+
+
+def _header(inputs: RunInputs, trace: Path, cluster: ClusterSpec, mechanics: Mechanics) -> dict[str, Any]:
+    """What was simulated: the result's first fields."""
+    return {
         "policy": inputs.policy.label,
         "trace": str(trace),
         "gpus": cluster.gpus,
@@ -83,8 +101,3 @@ def simulate(
         "throughputs": inputs.throughputs.name,
         **({"policy_params": inputs.described_params()} if inputs.params else {}),
     }
-    summary = {**header, **result.summary, "timeline": timeline(result.rounds), "provenance": provenance(mechanics)}
-    tm = inputs.throughputs
-    if isinstance(tm, TableWithFallback) and tm.estimated:
-        summary["estimated_throughputs"] = tm.estimated_records()
-    return summary, result
