@@ -11,6 +11,7 @@ milliseconds and never depends on the machine's load. 700 + 350 cases run in `ma
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sqlite3
@@ -39,7 +40,10 @@ from shockwave.service.store import COLUMNS, Store
 CAP_S = 60.0
 """Virtual seconds a resumed run may take (an uncorrupted one takes about 3; a service's first 300 s, 60 rounds, are
 its own): a corruption that makes a job endless (a record's total_steps of 10^15) must not make the test endless;
-the other jobs are done long before."""
+the other jobs are done long before. A journal whose rounds were made longer (a valid round_seconds) gets as many
+rounds as its own length allows (`cap_s`)."""
+RUN_ROUND_S = 0.1
+"""The killed run's round length."""
 CAP_LEASES = 2000
 """An uncorrupted resume starts or extends about 100 leases; one with rounds of 0.01 s about 1,200."""
 BUILTIN = DEFAULT_COMMAND.split()
@@ -49,10 +53,10 @@ class Capped(FakeBackend):
     """The fake cluster, noting every command it is asked to run, that stops the run at `CAP_S` virtual seconds or
     `CAP_LEASES` leases started or extended (a round a hundredth of a second long is valid, and slow to journal)."""
 
-    def __init__(self, gpus: Any, clock: VirtualClock) -> None:
+    def __init__(self, gpus: Any, clock: VirtualClock, cap_s: float = CAP_S) -> None:
         super().__init__(gpus, steps_per_s=RATE, clock=clock)
         self.commands: list[list[str]] = []
-        self.cap = clock.now() + CAP_S
+        self.cap = clock.now() + cap_s
         self.leases = 0
 
     def _count(self) -> None:
@@ -182,7 +186,7 @@ def test_a_corrupt_journal_is_refused_in_one_line_or_resumed_without_losing_a_jo
     table = data.draw(st.sampled_from(sorted(JOURNAL_TABLES)))
     with sqlite3.connect(folder / "journal.sqlite") as db:
         done = corrupt_row(data, db, table, *JOURNAL_TABLES[table])
-    backend = Capped(4, VirtualClock(died_at))
+    backend = Capped(4, VirtualClock(died_at), cap_s(folder / "journal.sqlite"))
     try:
         run(request(Path(), folder, policy="shockwave", resume=True), lambda req: backend)
     except InputError as error:
@@ -199,6 +203,16 @@ def test_a_corrupt_journal_is_refused_in_one_line_or_resumed_without_losing_a_jo
     touched = {int(done.split()[1])} if table == "jobs" else set()
     lost = [i for i, r in before.items() if i not in touched and after.get(i) and after[i].status != "done"]
     assert not lost, (done, lost)
+
+
+def cap_s(journal: Path) -> float:
+    """`CAP_S`, times as much longer as the journal's rounds now are than the killed run's (when it reads)."""
+    try:
+        rounds = Journal(journal).settings().get("round_seconds")
+    except InputError:
+        return CAP_S
+    longer = rounds / RUN_ROUND_S if type(rounds) in (int, float) and math.isfinite(rounds) else 1.0
+    return CAP_S * max(1.0, min(longer, 1e6))
 
 
 # -- a service's queue and journal -------------------------------------------------------------------------------------

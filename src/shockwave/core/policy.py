@@ -3,8 +3,8 @@
 Hooks tell a policy what happened (a job arrived, ran, failed, left) so it can keep its own bookkeeping; they never
 touch the scheduler's state. The same calls come from the simulator and the Ray runtime.
 
-What a policy learns between rounds is plain data (`state_dict`/`load_state_dict`): the runtime journals it as
-JSON so a resumed run decides as the killed one would have, and nothing read back from disk is ever code.
+What a policy learns between rounds is plain data (`shockwave.core.kept`): the runtime journals it as JSON so a
+resumed run decides as the killed one would have, and nothing read back from disk is ever code.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from shockwave.core.cluster import ClusterSpec
+from shockwave.core.kept import KeepsState
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 
@@ -60,8 +61,10 @@ class SchedulerView:
         return RoundPlan.on_type(job_ids, self.jobs, self.cluster.default_type)
 
 
-class Policy:
-    """Base class: a policy overrides `plan` and whichever hooks it needs."""
+class Policy(KeepsState):
+    """Base class: a policy overrides `plan` and whichever hooks it needs, and names in `kept` the attributes that
+    hold what it learns between rounds (`state_dict`/`load_state_dict` save and restore them from their types: the
+    settings it is built with are not part of it, a resumed run builds the policy the same way first)."""
 
     name = "policy"
     plans_gpu_types = False
@@ -90,27 +93,7 @@ class Policy:
         """Policy-specific additions to the run's result object."""
         return {}
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything the policy has learnt since it was built, as JSON-ready data (string keys, lists, numbers).
-
-        Settings given at construction are not part of it: a resumed run builds the policy the same way first. A
-        change to what a policy keeps must bump `shockwave.runtime.snapshot.FORMAT`, so old journals are refused.
-        """
-        raise NotImplementedError
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Take up `state` (from `state_dict`, through JSON) so the policy decides as the one that saved it would.
-
-        Raises LookupError, TypeError or ValueError when `state` does not have the shape `state_dict` gives.
-        """
-        raise NotImplementedError
-
 
 def json_ids(values: Mapping[int, T]) -> dict[str, T]:
     """A job-id-keyed mapping with JSON's string keys."""
     return {str(job_id): value for job_id, value in values.items()}
-
-
-def int_ids(values: Mapping[str, Any], kind: Callable[[Any], T]) -> dict[int, T]:
-    """The inverse of `json_ids`, each value converted by `kind` (which also checks it)."""
-    return {int(job_id): kind(value) for job_id, value in values.items()}

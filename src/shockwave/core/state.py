@@ -7,17 +7,30 @@ both the total and the progress so the job's epoch count is preserved (spec §1.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shockwave.core.kept import KeepsState
 from shockwave.workload_model.catalog import ModelFamily, family
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.trace import TraceJob
 
 
 @dataclass
-class JobState:
+class JobState(KeepsState):
+    kept = (
+        "rates",
+        "batch_size",
+        "total_steps",
+        "steps_done",
+        "pending_batch_size",
+        "batch_size_changes",
+        "run_time_s",
+        "failures",
+        "last_finish_s",
+    )
+    """The fields that change after admission: `restore` takes the rest from the trace."""
+
     id: int
     spec: TraceJob
     family: ModelFamily
@@ -50,16 +63,11 @@ class JobState:
             total_steps=spec.total_steps,
         )
 
-    def state_dict(self) -> dict[str, Any]:
-        """The fields that change as the job runs, as JSON-ready data; `restore` takes the rest from the trace."""
-        return {name: getattr(self, name) for name in MUTABLE_FIELDS}
-
     @classmethod
     def restore(cls, job_id: int, spec: TraceJob, profile: JobProfile, state: dict[str, Any]) -> JobState:
         """The job as `state_dict` left it, its trace line and profile given again."""
         job = cls.admit(job_id, spec, profile, rates={})
-        for name, kind in MUTABLE_FIELDS.items():
-            setattr(job, name, kind(state[name]))
+        job.load_state_dict(state)
         return job
 
     @property
@@ -89,33 +97,6 @@ class JobState:
     @property
     def epochs_completed(self) -> int:
         return int(self.steps_done // self.iterations_per_epoch)
-
-
-def _optional_int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-def _steps(value: Any) -> int | float:
-    """Steps as saved: a whole number stays an int (JSON keeps 3 and 3.0 apart), a fraction a float."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else float(value)
-
-
-def _rates(value: Any) -> dict[str, float]:
-    return {str(gpu_type): float(rate) for gpu_type, rate in dict(value).items()}
-
-
-MUTABLE_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "rates": _rates,
-    "batch_size": int,
-    "total_steps": _steps,
-    "steps_done": _steps,
-    "pending_batch_size": _optional_int,
-    "batch_size_changes": int,
-    "run_time_s": float,
-    "failures": int,
-    "last_finish_s": float,
-}
-"""JobState's fields that change after admission, each with the conversion that reads it back from JSON."""
 
 
 def rescale_to_batch_size(job: JobState, new_bs: int, *, round_up_progress: bool) -> None:

@@ -117,6 +117,10 @@ class Phase:
 class Recorder(Policy):
     """Runs a Gavel-style policy and records, per round, the steps each job did, and each allocation it made."""
 
+    kept = ("inner",)
+    inner: GavelPolicy
+    """What the run's policy learns (the recorded phases are the experiment's, not the policy's)."""
+
     def __init__(self, inner: GavelPolicy) -> None:
         self.inner = inner
         self.name = inner.name
@@ -163,12 +167,6 @@ class Recorder(Policy):
 
     def summary(self) -> dict[str, Any]:
         return self.inner.summary()
-
-    def state_dict(self) -> dict[str, Any]:
-        return self.inner.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.inner.load_state_dict(state)
 
 
 @dataclass

@@ -548,18 +548,54 @@ def run_result(
     measured throughputs and batch sizes a replay reads into `request.out`. A job cancelled by the service's
     operator is listed in `cancelled_jobs`, not among the unfinished. GPU-hours are priced in `prices` (default:
     Gavel's GCP prices)."""
+    records = scheduler.records
+    run = measured(records, jobs, tm, scheduler.cluster)
+    _write_replay_inputs(request.out, run)
+    summary = _summary(request, scheduler, jobs, run, prices)
+    unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))
+    cancelled = sorted(i for i, r in records.items() if r.status == "cancelled")
+    startups = [t for r in records.values() for t in r.startups]
+    result = {
+        "policy": policy,
+        **({"policy_spec": request.policy} if request.policy != policy else {}),  # a file's class
+        "trace": str(request.trace),
+        "gpus": request.gpus,
+        "cluster": scheduler.cluster.describe(),
+        "mechanics": "runtime",
+        "round_seconds": request.round_seconds,
+        "realloc_seconds": request.realloc_seconds or request.round_seconds,
+        "throughputs": "measured",
+        "time_scale": request.time_scale,
+        **summary,
+        "complete": not unfinished,
+        "unfinished_jobs": unfinished,
+        "failed_jobs": {str(i): r.reason for i, r in records.items() if r.status == "failed"},
+        **({"cancelled_jobs": cancelled} if cancelled else {}),
+        "wall_seconds": scheduler.elapsed(),
+        "restart_overhead_s": fmean(startups) if startups else None,
+        **scheduler.policy.summary(),
+        "timeline": timeline(scheduler.rounds),
+        "provenance": provenance(),
+    }
+    return Result.model_validate(result).to_json_dict()
+
+
+def _write_replay_inputs(out: Path, run: Measured) -> None:
+    """What `simulate --throughputs ... --batch-sizes ...` replays the run from: its measured rates and each job's
+    batch sizes by epoch."""
+    write_atomically(
+        out / "measured_throughputs.json", json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1)
+    )
+    write_atomically(out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())}))
+
+
+def _summary(
+    request: RunRequest, scheduler: RuntimeScheduler, jobs: list[TraceJob], run: Measured, prices: Prices | None
+) -> dict[str, Any]:
+    """The metrics a simulation reports (`shockwave.results.metrics`), of the measured outcomes, each finished job
+    with what the runtime saw of it."""
     records, cluster = scheduler.records, scheduler.cluster
-    run = measured(records, jobs, tm, cluster)
-    write_atomically(
-        request.out / "measured_throughputs.json",
-        json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1),
-    )
-    write_atomically(
-        request.out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())})
-    )
-    done = [o.id for o in run.outcomes]
     makespan = max((o.finish_s for o in run.outcomes), default=0.0)
-    failed = {i: r.reason for i, r in records.items() if r.status == "failed"}
     not_done = any(r.status != "done" for r in records.values())
     busy = _within(_busy(records, jobs), request.gpus, makespan, not_done)
     summary = summarize_run(
@@ -576,9 +612,8 @@ def run_result(
         summary["utilization_by_type"] = by_type
     summary.update(cost_fields(busy_by_type, prices))
     summary.update(slo_fields(_missed_slo(jobs[o.id], o) for o in run.outcomes if jobs[o.id].slo > 0))
-    extra = {i: records[i] for i in done}
     for job in summary["jobs"]:
-        record = extra[job["id"]]
+        record = records[job["id"]]
         job.update(
             preemptions=record.preemptions,
             restarts=record.restarts,
@@ -589,29 +624,4 @@ def run_result(
             startup_s=record.startups,
             switch_s=record.switch_seconds,
         )
-    unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))
-    cancelled = sorted(i for i, r in records.items() if r.status == "cancelled")
-    startups = [t for r in records.values() for t in r.startups]
-    result = {
-        "policy": policy,
-        **({"policy_spec": request.policy} if request.policy != policy else {}),  # a file's class
-        "trace": str(request.trace),
-        "gpus": request.gpus,
-        "cluster": cluster.describe(),
-        "mechanics": "runtime",
-        "round_seconds": request.round_seconds,
-        "realloc_seconds": request.realloc_seconds or request.round_seconds,
-        "throughputs": "measured",
-        "time_scale": request.time_scale,
-        **summary,
-        "complete": not unfinished,
-        "unfinished_jobs": unfinished,
-        "failed_jobs": {str(k): v for k, v in failed.items()},
-        **({"cancelled_jobs": cancelled} if cancelled else {}),
-        "wall_seconds": scheduler.elapsed(),
-        "restart_overhead_s": fmean(startups) if startups else None,
-        **scheduler.policy.summary(),
-        "timeline": timeline(scheduler.rounds),
-        "provenance": provenance(),
-    }
-    return Result.model_validate(result).to_json_dict()
+    return summary

@@ -7,7 +7,8 @@ rounds so far. Without it a resumed run would treat every job as newly arrived a
 
 It is plain, versioned data, one JSON object in the journal's `memory` table:
 
-    {"format": 2, "policy": "shockwave", "state": <the policy's state_dict()>,
+    {"format": 6, "policy": "shockwave", "kept": <digest of what the policy and a job keep>,
+     "state": <the policy's state_dict()>,
      "jobs": {"<job id>": <JobState.state_dict(): the fields that change as the job runs>, ...},
      "rounds": [[round, time_s, running_jobs, busy_gpus], ...]}
 
@@ -19,8 +20,10 @@ Nothing read back is ever code. Journals of earlier versions held a pickle, whic
 loaded, so a run folder from someone else could do anything; a pickle is never loaded now. A snapshot that is missing,
 not JSON (an old pickle included), of another format or another policy, or not shaped as that policy's state, is
 refused with an InputError naming the journal, and the run does not start: resuming with a fresh policy would
-silently drop the fairness accounting the run has built. There is no migration: any change to what a policy keeps
-bumps FORMAT, and a journal of another format is resumed by the version that wrote it (or its run is started anew).
+silently drop the fairness accounting the run has built. There is no migration, and no number to bump by hand: the
+snapshot records a digest of what the policy and a job keep (`shockwave.core.kept.schema_digest`, from their types),
+and a journal whose digest is not this version's is resumed by the version that wrote it (or its run is started
+anew); FORMAT counts changes to the snapshot's own layout.
 """
 
 from __future__ import annotations
@@ -32,16 +35,17 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.core.errors import InputError
+from shockwave.core.kept import schema_digest
 from shockwave.core.loop import RoundRecord
 from shockwave.core.policy import Policy, json_ids
 from shockwave.core.state import JobState
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.trace import TraceJob
 
-FORMAT = 5
-"""Version of the snapshot's layout, the policies' states included (2: rates per GPU type, numbered rounds; 3: Gavel
--style policies keep their time records per GPU type; 4: Gavel's mechanism keeps them per entry, a pair of jobs sharing
-GPUs an entry of its own; 5: Shockwave plans and measures per GPU type)."""
+FORMAT = 6
+"""Version of the snapshot's layout (2: rates per GPU type, numbered rounds; 3: Gavel-style policies keep their time
+records per GPU type; 4: Gavel's mechanism keeps them per entry, a pair of jobs sharing GPUs an entry of its own; 5:
+Shockwave plans and measures per GPU type; 6: what is kept is checked by its digest)."""
 
 
 @dataclass
@@ -55,6 +59,7 @@ class Snapshot:
         snapshot = {
             "format": FORMAT,
             "policy": self.policy.name,
+            "kept": _kept(self.policy),
             "state": self.policy.state_dict(),
             "jobs": json_ids({job_id: job.state_dict() for job_id, job in self.jobs.items()}),
             "rounds": [[r.round, r.time_s, r.running_jobs, r.busy_gpus] for r in self.rounds],
@@ -96,6 +101,12 @@ class Snapshot:
             )
         if snapshot.get("policy") != policy.name:
             raise refused(f"is the {snapshot.get('policy')!r} policy's, not the run's {policy.name!r}")
+        if snapshot.get("kept") != _kept(policy):
+            raise refused(
+                f"keeps the {policy.name} policy's state in another shape than this shockwave does (digest "
+                f"{snapshot.get('kept')!r}, not {_kept(policy)!r}): resume with the version that started the run, or "
+                "start it anew"
+            )
         try:
             policy.load_state_dict(snapshot["state"])
             jobs = {}
@@ -111,6 +122,10 @@ class Snapshot:
         except (LookupError, TypeError, ValueError, AttributeError) as exc:
             raise refused(f"is not a {policy.name} snapshot of format {FORMAT} ({type(exc).__name__}: {exc})") from None
         return cls(policy, jobs, rounds)
+
+
+def _kept(policy: Policy) -> str:
+    return schema_digest(policy, JobState)
 
 
 def _strict(value: Any) -> Any:

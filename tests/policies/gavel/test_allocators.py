@@ -188,7 +188,7 @@ def test_finish_time_fairness_accumulates_isolated_time() -> None:
     flat(ftf, inputs(1, [1, 1], throughputs=[1.0, 2.0], remaining=[100, 400], since=[100, 0]))
     # 100 s later job 0 did 50 steps: isolated time += 50 / 0.5 (its iso rate at the last call) = 100 s
     x = flat(ftf, inputs(1, [1, 1], throughputs=[1.0, 2.0], remaining=[50, 400], since=[200, 100]))
-    assert ftf.state_dict()["isolated_time"] == {"0": pytest.approx(100.0), "1": 0.0}
+    assert ftf.state_dict()["isolated_time"] == {0: pytest.approx(100.0), 1: 0.0}
     # T_iso = 100 + 50 / 0.5 = 200 and 0 + 400 / 1 = 400
     # job 0: 200 + 50 / x0 <= 200 t -> x0 = 1 / (4(t - 1)); job 1: 100 + 200 / x1 <= 400 t -> x1 = 2 / (4t - 1)
     # with s = 4t, x0 + x1 = 1: s^2 - 8s + 13 = 0, s = 4 + sqrt 3; x0 = 1 / sqrt 3, x1 = 1 - 1 / sqrt 3
@@ -254,7 +254,7 @@ def test_fifo_head_of_line_blocking_and_persistence() -> None:
     assert flat(fifo, after) == {1: 1.0, 2: 0.0}
     # a later call keeps job 1 (a running job is never preempted) and job 2 still waits
     assert flat(fifo, after) == {1: 1.0, 2: 0.0}
-    assert fifo.state_dict()["running"] == {"1": "v100"}
+    assert fifo.state_dict()["running"] == {1: "v100"}
 
 
 def test_fifo_fills_in_arrival_order_while_gangs_fit() -> None:

@@ -7,25 +7,26 @@ Jobs already holding a full allocation keep it, and allocations persist across r
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from shockwave.core.policy import int_ids, json_ids
+from shockwave.core.kept import KeepsState
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 
 ALPHA = 0.2
 
 
-class AlloX:
+class AlloX(KeepsState):
     name = "allox"
     heterogeneity_aware = True
     packs = False
+    kept = ("previous",)
+    previous: dict[int, dict[str, float]]
+    """The last allocation: jobs holding a full one keep it."""
 
     def __init__(self, alpha: float = ALPHA) -> None:
         self.alpha = alpha
-        self.previous: Allocation = {}
+        self.previous = {}
 
     def allocate(self, inputs: AllocationInputs) -> Allocation:
         types = inputs.gpu_types
@@ -53,12 +54,6 @@ class AlloX:
                 allocation[head] = dict.fromkeys(types, 0.0) | {slot_types[gpu]: 1.0 / inputs.scale_factors[head]}
         self.previous = {j: dict(x) for j, x in allocation.items()}
         return allocation
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"previous": json_ids(self.previous)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.previous = int_ids(state["previous"], lambda x: {str(t): float(v) for t, v in x.items()})
 
     @staticmethod
     def _processing_time(inputs: AllocationInputs, job: int, gpu_type: str) -> float:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import cvxpy as cp
 import numpy as np
 
+from shockwave.core.kept import KeepsState
 from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, solve
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import Combinations
@@ -39,13 +39,16 @@ def slo_rates(inputs: AllocationInputs) -> tuple[list[int], np.ndarray]:
     return rows, np.array(needed, dtype=float)
 
 
-class MaxSumThroughputNormalizedByCost:
+class MaxSumThroughputNormalizedByCost(KeepsState):
     """Maximise the sum of throughputs per dollar; no SLOs."""
 
     name = "max_sum_throughput_normalized_by_cost_perf"
     heterogeneity_aware = True
     packs = False
     uses_slos = False
+    kept = ("slo_fallbacks",)
+    slo_fallbacks: int
+    """Recomputes whose SLO constraints had no solution, solved without them."""
 
     def __init__(self, prices: Prices | str | Path | None = None) -> None:
         self.prices = prices_of(prices)
@@ -74,12 +77,6 @@ class MaxSumThroughputNormalizedByCost:
             self.slo_fallbacks += 1
             log.debug("no allocation meets every SLO (%s): solving without them", problem.status)
         solve(cp.Problem(objective, constraints))
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"slo_fallbacks": self.slo_fallbacks}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.slo_fallbacks = int(state.get("slo_fallbacks", 0))
 
 
 class MaxSumThroughputNormalizedByCostSLOs(MaxSumThroughputNormalizedByCost):

@@ -14,8 +14,8 @@ counted).
 from __future__ import annotations
 
 import random
-from typing import Any
 
+from shockwave.core.kept import KeepsState, Rng
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, GavelPolicy, Stateless, pair_of
 from shockwave.policies.gavel.packed import sharing_gains
 
@@ -26,10 +26,14 @@ def one_hot(inputs: AllocationInputs, placed: dict[int, str] | dict[Entry, str])
     return {e: {t: 1.0 if placed.get(e) == t else 0.0 for t in inputs.gpu_types} for e in entries}
 
 
-class Fifo:
+class Fifo(KeepsState):
     name = "fifo"
     heterogeneity_aware = False
     packs = False
+    kept = ("running", "rng")
+    running: dict[int, str]
+    """The type each job holds until it finishes."""
+    rng: Rng
 
     def __init__(self, seed: int = 0, *, reference_quirks: bool = False) -> None:
         self.running: dict[int, str] = {}
@@ -85,13 +89,6 @@ class Fifo:
             free[gpu_type] -= gangs[head]
             if free[gpu_type] == 0:
                 listed.pop(drawn)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"running": {str(j): t for j, t in self.running.items()}, "rng": list(self.rng.getstate()[1])}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.running = {int(j): str(t) for j, t in state["running"].items()}
-        self.rng.setstate((3, tuple(int(v) for v in state["rng"]), None))
 
 
 class FifoPerf(Stateless):

@@ -10,12 +10,10 @@ left bound t from below only. A failed solve falls back to the isolated allocati
 
 from __future__ import annotations
 
-from typing import Any
-
 import cvxpy as cp
 import numpy as np
 
-from shockwave.core.policy import int_ids, json_ids
+from shockwave.core.kept import KeepsState
 from shockwave.policies.gavel.lp import (
     Program,
     SolverFailure,
@@ -28,33 +26,28 @@ from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import packed_program
 
 
-class FinishTimeFairness:
+class FinishTimeFairness(KeepsState):
     """Every type at the job's V100 throughput (the reference's heterogeneity-agnostic variant)."""
 
     name = "finish_time_fairness"
     heterogeneity_aware = False
     packs = False
+    kept = ("isolated_time", "previous_remaining", "previous_iso_rate")
+    isolated_time: dict[int, float]
+    """Each job's isolated-equivalent time so far: its progress between recomputes at the isolated rate then."""
+    previous_remaining: dict[int, int | float]
+    """Each job's steps left at the last recompute (a Gavel-generated job's, a fraction of a step included)."""
+    previous_iso_rate: dict[int, float]
+    """Each job's isolated rate at the last recompute."""
 
     def __init__(self, *, reference_quirks: bool = False) -> None:
         self.reference_quirks = reference_quirks
         """Build the program as the reference Gavel does (a maximum over one ratio per job): the same optimum, but
         ECOS returns the same point among the optimal allocations as the reference, which decides its numbers. The
         vectorised epigraph is 8-55x faster and is used otherwise."""
-        self.isolated_time: dict[int, float] = {}
-        self.previous_remaining: dict[int, int] = {}
-        self.previous_iso_rate: dict[int, float] = {}
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "isolated_time": json_ids(self.isolated_time),
-            "previous_remaining": json_ids(self.previous_remaining),
-            "previous_iso_rate": json_ids(self.previous_iso_rate),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.isolated_time = int_ids(state["isolated_time"], float)
-        self.previous_remaining = int_ids(state["previous_remaining"], int)
-        self.previous_iso_rate = int_ids(state["previous_iso_rate"], float)
+        self.isolated_time = {}
+        self.previous_remaining = {}
+        self.previous_iso_rate = {}
 
     def throughputs(self, inputs: AllocationInputs) -> np.ndarray:
         return inputs.reference_throughput_matrix()

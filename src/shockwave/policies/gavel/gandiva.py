@@ -10,22 +10,25 @@ two types' worth of 0.6 each already pass. Pairs the throughput table does not l
 from __future__ import annotations
 
 import random
-from typing import Any
 
+from shockwave.core.kept import KeepsState, Rng
 from shockwave.policies.gavel.lp import isolated_shares
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, members, pair_of
 from shockwave.policies.gavel.packed import sharing_gains
 
 
-class Gandiva:
+class Gandiva(KeepsState):
     name = "gandiva"
     heterogeneity_aware = True  # a packing policy: the reference keeps its type order
     packs = True
+    kept = ("pairs", "rng")
+    pairs: list[tuple[int, int]]
+    """Pairs formed at earlier recomputes, in the order they were formed."""
+    rng: Rng
 
     def __init__(self, seed: int = 0) -> None:
         self.rng = random.Random(seed)  # the reference's Gandiva RNG is seeded with the seed itself
-        self.pairs: list[tuple[int, int]] = []
-        """Pairs formed at earlier recomputes, in the order they were formed."""
+        self.pairs = []
 
     def allocate(self, inputs: AllocationInputs) -> Allocation:
         self.pairs = [p for p in self.pairs if p in inputs.pairs and _packing_gain(inputs, p) >= 1.0]
@@ -56,13 +59,6 @@ class Gandiva:
             unpaired.remove(first)
             unpaired.remove(second)
             self.pairs.append(pair)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"pairs": [list(p) for p in self.pairs], "rng": list(self.rng.getstate()[1])}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.pairs = [(int(a), int(b)) for a, b in state["pairs"]]
-        self.rng.setstate((3, tuple(int(v) for v in state["rng"]), None))
 
 
 def _packing_gain(inputs: AllocationInputs, pair: tuple[int, int]) -> float:

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import numpy as np
+from pydantic import PlainSerializer, PlainValidator
 
 from shockwave.core.cluster import ClusterSpec
+from shockwave.core.kept import KeepsState, Rng
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.slo import deadline_s
@@ -48,7 +50,7 @@ class AllocationInputs:
     throughputs: dict[int, dict[str, float]]
     """Steps/s of the whole gang per type (0 where the job cannot run)."""
     scale_factors: dict[int, int]
-    remaining_steps: dict[int, int]
+    remaining_steps: dict[int, int | float]
     times_since_start: dict[int, float]
     weights: dict[int, float]
     pairs: dict[tuple[int, int], PairRates] = field(default_factory=dict)
@@ -110,7 +112,8 @@ class Allocator(Protocol):
         ...
 
     def state_dict(self) -> dict[str, Any]:
-        """What the allocator carries from one recompute to the next, as JSON-ready data (see Policy.state_dict)."""
+        """What the allocator carries from one recompute to the next, as JSON-ready data (a `KeepsState`, such as
+        `Stateless`, derives both from what it names in `kept`)."""
         ...
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -118,17 +121,11 @@ class Allocator(Protocol):
         ...
 
 
-class Stateless:
+class Stateless(KeepsState):
     """For allocators that derive each allocation from its inputs alone: there is nothing to keep."""
 
     heterogeneity_aware = True
     packs = False
-
-    def state_dict(self) -> dict[str, Any]:
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Nothing to take up."""
 
 
 def members(entry: Entry) -> tuple[int, ...]:
@@ -145,7 +142,10 @@ def entry_key(entry: Entry) -> str:
     return ",".join(map(str, members(entry)))
 
 
-def parse_entry(key: str) -> Entry:
+def parse_entry(key: object) -> Entry:
+    """The entry `entry_key` wrote as `key`; raises ValueError for anything else."""
+    if not isinstance(key, str):
+        raise ValueError(f"{key!r} is not an entry's key (a string)")
     ids = tuple(int(part) for part in key.split(","))
     if len(ids) == 1:
         return ids[0]
@@ -154,12 +154,16 @@ def parse_entry(key: str) -> Entry:
     return ids[0], ids[1]
 
 
-def entries_json(values: dict[Entry, Any]) -> dict[str, Any]:
-    return {entry_key(e): v for e, v in values.items()}
+EntryKey = Annotated[Entry, PlainValidator(parse_entry), PlainSerializer(entry_key)]
+"""An entry, kept as its `entry_key`."""
 
 
-def entries_from_json(values: dict[str, Any], kind: Any) -> dict[Entry, Any]:
-    return {parse_entry(k): kind(v) for k, v in values.items()}
+def _sorted_keys(entries: set[Entry]) -> list[str]:
+    return sorted(map(entry_key, entries))
+
+
+EntryKeys = Annotated[set[EntryKey], PlainSerializer(_sorted_keys)]
+"""A set of entries, kept as their sorted keys (the same list whatever order the set was built in)."""
 
 
 def type_order(cluster: ClusterSpec) -> list[str]:
@@ -187,23 +191,46 @@ class _Table:
 
 class GavelPolicy(Policy):
     plans_gpu_types = True
+    kept = (
+        "allocation",
+        "needs_realloc",
+        "last_realloc_s",
+        "job_time",
+        "worker_time",
+        "deficits",
+        "ran_in",
+        "credited",
+        "shuffler",
+        "allocator",
+    )
+    allocation: dict[EntryKey, dict[str, float]]
+    needs_realloc: bool
+    last_realloc_s: float
+    job_time: dict[str, dict[EntryKey, float]]
+    """GPU type -> entry -> seconds run there since the last recompute (plus the reseed); each type's entries in the
+    reference's table order, which breaks ties between equal priorities."""
+    worker_time: dict[str, float]
+    deficits: dict[str, dict[EntryKey, float]]
+    ran_in: dict[int, tuple[EntryKey, str]]
+    """The entry and type each job of the latest plan runs in, for `round_executed`."""
+    credited: EntryKeys
+    """Pairs whose round has been counted (once for both jobs)."""
+    shuffler: Rng
+    allocator: Allocator
+    """Keeps what it learns itself (restored in place: it keeps its settings)."""
 
     def __init__(self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
         self.allocator = allocator
         self.name = allocator.name
         self.min_realloc_interval_s = min_realloc_interval_s
-        self.allocation: Allocation = {}
+        self.allocation = {}
         self.needs_realloc = False
         self.last_realloc_s = 0.0
-        self.job_time: dict[str, dict[Entry, float]] = {}
-        """GPU type -> entry -> seconds run there since the last recompute (plus the reseed); each type's entries
-        in the reference's table order, which breaks ties between equal priorities."""
-        self.worker_time: dict[str, float] = {}
-        self.deficits: dict[str, dict[Entry, float]] = {}
-        self.ran_in: dict[int, tuple[Entry, str]] = {}
-        """The entry and type each job of the latest plan runs in, for `round_executed`."""
-        self.credited: set[Entry] = set()
-        """Pairs whose round has been counted (once for both jobs)."""
+        self.job_time = {}
+        self.worker_time = {}
+        self.deficits = {}
+        self.ran_in = {}
+        self.credited = set()
         self.shuffler = random.Random(seed + 5)  # the reference's worker-type shuffler is seeded seed + 5
         self._version = 0
         """Bumped whenever entries come or go or the allocation changes: what the caches below are valid for."""
@@ -271,31 +298,8 @@ class GavelPolicy(Policy):
     def round_failed(self, view: SchedulerView, job: JobState) -> None:
         self.needs_realloc = True
 
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "allocation": entries_json(self.allocation),
-            "needs_realloc": self.needs_realloc,
-            "last_realloc_s": self.last_realloc_s,
-            "job_time": {t: entries_json(times) for t, times in self.job_time.items()},
-            "worker_time": self.worker_time,
-            "deficits": {t: entries_json(d) for t, d in self.deficits.items()},
-            "ran_in": {str(j): [entry_key(e), t] for j, (e, t) in self.ran_in.items()},
-            "credited": sorted(entry_key(e) for e in self.credited),
-            "shuffler": list(self.shuffler.getstate()[1]),
-            "allocator": self.allocator.state_dict(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.allocation = entries_from_json(state["allocation"], lambda x: {str(t): float(v) for t, v in x.items()})
-        self.needs_realloc = bool(state["needs_realloc"])
-        self.last_realloc_s = float(state["last_realloc_s"])
-        self.job_time = {str(t): entries_from_json(times, float) for t, times in state["job_time"].items()}
-        self.worker_time = {str(t): float(v) for t, v in state["worker_time"].items()}
-        self.deficits = {str(t): entries_from_json(d, float) for t, d in state["deficits"].items()}
-        self.ran_in = {int(j): (parse_entry(e), str(t)) for j, (e, t) in state["ran_in"].items()}
-        self.credited = {parse_entry(e) for e in state["credited"]}
-        self.shuffler.setstate((3, tuple(int(v) for v in state["shuffler"]), None))
-        self.allocator.load_state_dict(state["allocator"])
+    def load_state_dict(self, state: Any) -> None:
+        super().load_state_dict(state)
         self._changed()
 
     def _table(self, view: SchedulerView) -> _Table:

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from shockwave.core.kept import KeepsState
+
 MOMENTUM = 0.9
 NEARLY_DONE_EXPONENT = 100.0
 PRIORITY_CAP = 1e6
@@ -36,13 +38,16 @@ def fair_finish_estimate(submit_s: float, elapsed_s: float, remaining_s: float, 
     return submit_s + (elapsed_s + remaining_s) / share
 
 
-class FinishTimeTargets:
+class FinishTimeTargets(KeepsState):
     """Each job's series of (round index, estimate). The weighted sum of all but the last estimate is kept as the
     series grows (added in the same order as a full rescan would, so the same bits), because a job re-estimated at
     every arrival collects hundreds of entries and every re-solve asks every job for its target."""
 
+    kept = ("series",)
+    series: dict[int, list[tuple[int, float]]]
+
     def __init__(self) -> None:
-        self.series: dict[int, list[tuple[int, float]]] = {}
+        self.series = {}
         self._settled: dict[int, tuple[int, float]] = {}
         """Per job: how many of its estimates are settled (all but the last) and sum_i w_i v_i over them."""
 
@@ -58,12 +63,9 @@ class FinishTimeTargets:
         self.series.pop(job_id, None)
         self._settled.pop(job_id, None)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {str(j): [[r, float(value)] for r, value in series] for j, series in self.series.items()}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.series = {int(j): [(int(r), float(value)) for r, value in series] for j, series in state.items()}
-        self._settled = {}
+    def load_state_dict(self, state: Any) -> None:
+        super().load_state_dict(state)
+        self._settled = {}  # rebuilt from the series, to the same bits
 
     def target(self, job_id: int, round_index: int) -> float:
         series = self.series[job_id]

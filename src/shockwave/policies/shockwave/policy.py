@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from shockwave.core.plan import Assignment, RoundPlan
-from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
+from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import (
@@ -70,35 +70,42 @@ class SolverStats:
             "max_s": float(lat.max()),
         }
 
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> SolverStats:
-        return cls(
-            solves=int(state["solves"]),
-            fallbacks=int(state["fallbacks"]),
-            infeasible=int(state["infeasible"]),
-            exact=int(state["exact"]),
-            node_limited=int(state["node_limited"]),
-            greedy=int(state.get("greedy", 0)),
-            latencies_s=[float(s) for s in state["latencies_s"]],
-        )
-
 
 class ShockwavePolicy(Policy):
     name = "shockwave"
     plans_gpu_types = True
     """On several GPU types the market plans each job's rounds per type, in equal-share time (`market.py`)."""
+    kept = (
+        "forecasts",
+        "targets",
+        "plan_start",
+        "rounds",
+        "last_counts",
+        "last_run",
+        "job_set_changed",
+        "stats",
+    )
+    forecasts: dict[int, JobForecast]
+    targets: FinishTimeTargets
+    plan_start: int
+    """Round index the window's plan starts at."""
+    rounds: list[list[tuple[int, str]]]
+    """The window's rounds: (job id, GPU type) in the order they are planned."""
+    last_counts: dict[int, list[int]]
+    """Rounds per type each job got in the last solve (the next solve's warm start)."""
+    last_run: dict[int, str]
+    """The type each job of the last planned round runs on."""
+    job_set_changed: bool
+    stats: SolverStats
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
-        self.forecasts: dict[int, JobForecast] = {}
+        self.forecasts = {}
         self.targets = FinishTimeTargets()
         self.plan_start = 0
-        self.rounds: list[list[tuple[int, str]]] = []
-        """The window's rounds: (job id, GPU type) in the order they are planned."""
-        self.last_counts: dict[int, list[int]] = {}
-        """Rounds per type each job got in the last solve (the next solve's warm start)."""
-        self.last_run: dict[int, str] = {}
-        """The type each job of the last planned round runs on."""
+        self.rounds = []
+        self.last_counts = {}
+        self.last_run = {}
         self.job_set_changed = True
         self.stats = SolverStats()
 
@@ -116,29 +123,6 @@ class ShockwavePolicy(Policy):
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
         self.forecasts[job.id].record(steps, exec_s, job.batch_size, self.last_run.get(job.id))
-
-    # -- what it has learnt ------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "forecasts": {str(j): forecast.state_dict() for j, forecast in self.forecasts.items()},
-            "targets": self.targets.state_dict(),
-            "plan_start": self.plan_start,
-            "rounds": [[[j, t] for j, t in placed] for placed in self.rounds],
-            "last_counts": json_ids(self.last_counts),
-            "last_run": json_ids(self.last_run),
-            "job_set_changed": self.job_set_changed,
-            "stats": asdict(self.stats),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.forecasts = int_ids(state["forecasts"], JobForecast.from_state_dict)
-        self.targets.load_state_dict(state["targets"])
-        self.plan_start = int(state["plan_start"])
-        self.rounds = [[(int(j), str(t)) for j, t in placed] for placed in state["rounds"]]
-        self.last_counts = int_ids(state["last_counts"], lambda counts: [int(c) for c in counts])
-        self.last_run = int_ids(state["last_run"], str)
-        self.job_set_changed = bool(state["job_set_changed"])
-        self.stats = SolverStats.from_state_dict(state["stats"])
 
     # -- deciding --------------------------------------------------------------------------------------------------
     def plan(self, view: SchedulerView) -> RoundPlan:

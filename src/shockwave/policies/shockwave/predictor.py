@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from shockwave.core.kept import KeepsState
 from shockwave.policies.solvers.exact import exact_dot
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.throughput import DEFAULT_GPU_TYPE
@@ -43,7 +44,35 @@ PROFILE_TYPE = DEFAULT_GPU_TYPE
 """The GPU type a job's profile is timed on (`build_profile` asks the throughput model for its default type)."""
 
 
-class JobForecast:
+class JobForecast(KeepsState):
+    kept = (
+        "epochs",
+        "dataset_size",
+        "submit_s",
+        "shares",
+        "profiled_duration",
+        "observed",
+        "nominal_duration",
+        "slowdown",
+        "measured",
+    )
+    """Everything, the profile's part included, so a restored forecast needs no profile."""
+    epochs: int
+    dataset_size: int
+    submit_s: float
+    shares: dict[str, float]
+    """Each GPU type's share of the cluster's GPUs (n_t / G), in the cluster's order."""
+    profiled_duration: dict[int, float]
+    """The profile's mean epoch duration at each batch size it plans, on the profile's type."""
+    observed: list[int]
+    """Batch size each epoch started so far trained with."""
+    nominal_duration: dict[int, float]
+    """Epoch duration at batch sizes the profile does not plan, from the scheduler's throughput."""
+    slowdown: dict[str, float]
+    """Seconds on each type per second on the profile's type, from the table's rates (inf: cannot run there)."""
+    measured: dict[str, dict[int, list[float]]]
+    """GPU type -> batch size -> [samples, seconds] measured while running at it there."""
+
     def __init__(
         self, profile: JobProfile, dataset_size: int, submit_s: float, shares: Mapping[str, float] | None = None
     ) -> None:
@@ -51,18 +80,13 @@ class JobForecast:
         self.dataset_size = dataset_size
         self.submit_s = submit_s
         self.shares = dict(shares) if shares else {PROFILE_TYPE: 1.0}
-        """Each GPU type's share of the cluster's GPUs (n_t / G), in the cluster's order."""
         planned = np.asarray(profile.batch_sizes)
         durations = np.asarray(profile.epoch_durations, dtype=float)
         self.profiled_duration = {int(b): float(durations[planned == b].mean()) for b in np.unique(planned)}
-        self.observed: list[int] = []
-        """Batch size each epoch started so far trained with."""
-        self.nominal_duration: dict[int, float] = {}
-        """Epoch duration at batch sizes the profile does not plan, from the scheduler's throughput."""
-        self.slowdown: dict[str, float] = dict.fromkeys(self.shares, 1.0)
-        """Seconds on each type per second on the profile's type, from the table's rates (inf: cannot run there)."""
-        self.measured: dict[str, dict[int, list[float]]] = {t: {} for t in self.shares}
-        """GPU type -> batch size -> [samples, seconds] measured while running at it there."""
+        self.observed = []
+        self.nominal_duration = {}
+        self.slowdown = dict.fromkeys(self.shares, 1.0)
+        self.measured = {t: {} for t in self.shares}
         self._reset_caches()
 
     def _reset_caches(self) -> None:
@@ -83,39 +107,9 @@ class JobForecast:
         self._forecasts: dict[int, float] = {}
         """`_forecast` by epoch."""
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything, the profile's part included, so a restored forecast needs no profile."""
-        return {
-            "epochs": self.epochs,
-            "dataset_size": self.dataset_size,
-            "submit_s": self.submit_s,
-            "shares": dict(self.shares),
-            "profiled_duration": {str(bs): d for bs, d in self.profiled_duration.items()},
-            "observed": list(self.observed),
-            "nominal_duration": {str(bs): d for bs, d in self.nominal_duration.items()},
-            "slowdown": {t: (None if math.isinf(v) else v) for t, v in self.slowdown.items()},
-            "measured": {
-                t: {str(bs): list(totals) for bs, totals in by_size.items()} for t, by_size in self.measured.items()
-            },
-        }
-
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> JobForecast:
-        forecast = cls.__new__(cls)
-        forecast.epochs = int(state["epochs"])
-        forecast.dataset_size = int(state["dataset_size"])
-        forecast.submit_s = float(state["submit_s"])
-        forecast.shares = {str(t): float(v) for t, v in state["shares"].items()}
-        forecast.profiled_duration = {int(bs): float(d) for bs, d in state["profiled_duration"].items()}
-        forecast.observed = [int(bs) for bs in state["observed"]]
-        forecast.nominal_duration = {int(bs): float(d) for bs, d in state["nominal_duration"].items()}
-        forecast.slowdown = {str(t): math.inf if v is None else float(v) for t, v in state["slowdown"].items()}
-        forecast.measured = {
-            str(t): {int(bs): [float(samples), float(seconds)] for bs, (samples, seconds) in by_size.items()}
-            for t, by_size in state["measured"].items()
-        }
-        forecast._reset_caches()
-        return forecast
+    def load_state_dict(self, state: Any) -> None:
+        super().load_state_dict(state)
+        self._reset_caches()
 
     def observe(self, progress: int, batch_size: int, rates: Mapping[str, float]) -> None:
         """The job is in epoch `progress`, at `batch_size` and `rates` (steps/s per GPU type it can run on) as far

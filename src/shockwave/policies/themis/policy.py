@@ -25,12 +25,12 @@ fastest type with room.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, RoundPlan
-from shockwave.core.policy import Policy, SchedulerView, int_ids, json_ids
+from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.themis.auction import Bid, partial_allocation
 from shockwave.policies.themis.rho import current_rho, isolated_rate, lease_values
@@ -73,6 +73,16 @@ class ThemisPolicy(Policy):
 
     name = "themis"
     plans_gpu_types = True
+    kept = ("period_start", "leases", "roles", "carry", "stats")
+    period_start: int | None
+    """Round index where the current lease period began (None before the first)."""
+    leases: dict[int, tuple[str, int]]
+    """Job -> (GPU type, round index its lease ends before)."""
+    roles: dict[int, str]
+    """The current period's bidders and winners (others did not bid)."""
+    carry: dict[int, float]
+    """Each job's rounding left over from the PA fractions of its wins, in rounds (in [-0.5, 0.5))."""
+    stats: AuctionStats
 
     def __init__(self, lease_s: float = DEFAULT_LEASE_S, fairness_knob: float = DEFAULT_FAIRNESS_KNOB) -> None:
         if not (lease_s > 0 and math.isfinite(lease_s)):
@@ -80,14 +90,10 @@ class ThemisPolicy(Policy):
         if not 0.0 <= fairness_knob < 1.0:
             raise InputError(f"policy 'themis': fairness_knob must be in [0, 1), got {fairness_knob!r}")
         self.lease_s, self.fairness_knob = lease_s, fairness_knob
-        self.period_start: int | None = None
-        """Round index where the current lease period began (None before the first)."""
-        self.leases: dict[int, tuple[str, int]] = {}
-        """Job -> (GPU type, round index its lease ends before)."""
-        self.roles: dict[int, str] = {}
-        """The current period's bidders and winners (others did not bid)."""
-        self.carry: dict[int, float] = {}
-        """Each job's rounding left over from the PA fractions of its wins, in rounds (in [-0.5, 0.5))."""
+        self.period_start = None
+        self.leases = {}
+        self.roles = {}
+        self.carry = {}
         self.stats = AuctionStats()
 
     def lease_rounds(self, view: SchedulerView) -> int:
@@ -98,29 +104,6 @@ class ThemisPolicy(Policy):
         self.leases.pop(job.id, None)
         self.roles.pop(job.id, None)
         self.carry.pop(job.id, None)
-
-    # -- what it has learnt ------------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "period_start": self.period_start,
-            "leases": {str(j): [t, end] for j, (t, end) in self.leases.items()},
-            "roles": json_ids(self.roles),
-            "carry": json_ids(self.carry),
-            "stats": asdict(self.stats),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        start = state["period_start"]
-        self.period_start = None if start is None else int(start)
-        self.leases = int_ids(state["leases"], lambda lease: (str(lease[0]), int(lease[1])))
-        self.roles = int_ids(state["roles"], str)
-        self.carry = int_ids(state["carry"], float)
-        stats = state["stats"]
-        self.stats = AuctionStats(
-            **{k: int(stats[k]) for k in ("auctions", "bidders", "winners", "gpus_won", "gpu_rounds_withheld")},
-            fraction_sum=float(stats["fraction_sum"]),
-            milp_auctions=int(stats["milp_auctions"]),
-        )
 
     def summary(self) -> dict[str, Any]:
         return {
