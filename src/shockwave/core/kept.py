@@ -66,24 +66,26 @@ class KeepsState:
 
     def load_state_dict(self, state: Any) -> None:
         """Take up `state` (from `state_dict`, through JSON) so it decides as the one that saved it would; raises
-        ValueError when `state` is not of that shape, and then changes nothing."""
+        ValueError when `state` is not of that shape. Its own attributes are all checked before any is set; what
+        keeps state itself is loaded after them, in place (a failure there may leave that part loaded: a snapshot
+        refused for it is never used)."""
         if not isinstance(state, Mapping) or set(state) != set(self.kept):
             got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
             raise ValueError(f"{type(self).__name__} keeps {sorted(self.kept)}, not {got}")
-        values = {}
-        for name in self.kept:
-            current = getattr(self, name, None)
-            if isinstance(current, SavesState):
-                current.load_state_dict(state[name])  # in place: it keeps its settings
-                continue
-            try:
-                values[name] = _adapter(type(self), name).validate_python(state[name])
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                where = ".".join(str(part) for part in (name, *first["loc"]))
-                raise ValueError(f"{type(self).__name__}.{where}: {first['msg']}") from None
+        nested = {name: value for name in self.kept if isinstance(value := getattr(self, name, None), SavesState)}
+        values = {name: self._validated(name, state[name]) for name in self.kept if name not in nested}
+        for name, current in nested.items():
+            current.load_state_dict(state[name])  # in place: it keeps its settings
         for name, value in values.items():
             setattr(self, name, value)
+
+    def _validated(self, name: str, value: Any) -> Any:
+        try:
+            return _adapter(type(self), name).validate_python(value)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in (name, *first["loc"]))
+            raise ValueError(f"{type(self).__name__}.{where}: {first['msg']}") from None
 
     @classmethod
     def from_state_dict(cls, state: Any) -> Self:
@@ -108,7 +110,8 @@ class KeepsState:
 
     def kept_schema(self) -> dict[str, Any]:
         """`state_schema`, with what an attribute holds now where that keeps state itself (an allocator of any
-        class behind a protocol's annotation, say)."""
+        class behind a protocol's annotation, say): such an attribute must hold it from construction on, so a
+        resumed run, built the same way, finds the same digest."""
         schema = type(self).state_schema()
         for name in self.kept:
             value = getattr(self, name, None)

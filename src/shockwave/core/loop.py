@@ -98,6 +98,7 @@ class SchedulingLoop:
             driver.advance(self)
             driver.admit(self)
             if not self.view.jobs:
+                empty = 0  # nothing waited: an idle wait is not a round in which jobs got nothing
                 if driver.idle(self):
                     continue
                 break

@@ -57,7 +57,7 @@ from shockwave.runtime.folder import (
     require_resumable,
     require_same_program,
 )
-from shockwave.runtime.journal import LAYOUT, JobRecord, Journal, row
+from shockwave.runtime.journal import LAYOUT, MAX_SECONDS, JobRecord, Journal, row
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.prices import Prices
@@ -134,7 +134,8 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     4-GPU jobs) almost no progress, a livelock the real run did not have."""
     configured = result["round_seconds"]
     decisions = [row[0] for row in result.get("timeline", [])]
-    round_s = (decisions[-1] - decisions[0]) / (len(decisions) - 1) if len(decisions) > 1 else configured
+    idle = result.get("idle_s", 0.0)  # waits for jobs between rounds: no round lasted them
+    round_s = (decisions[-1] - decisions[0] - idle) / (len(decisions) - 1) if len(decisions) > 1 else configured
     interval = result.get("realloc_seconds") or configured
     # A run whose interval is at most a round recomputed at every decision that needed it (its rounds are never
     # shorter than configured); the replay must too, and the mean round itself is a threshold that sums of rounds
@@ -264,6 +265,8 @@ class RunSettings(BaseModel):
     start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
     """The wall time the run started at (its elapsed seconds count from here, across resumes)."""
     rounds: Annotated[int, Field(ge=0)] = 0
+    idle_s: Annotated[float, Field(ge=0, le=MAX_SECONDS)] = 0.0
+    """Seconds the cluster waited idle for jobs between two rounds' decisions."""
 
 
 def require_round_seconds(seconds: float) -> None:
@@ -572,6 +575,7 @@ def run_result(
         "failed_jobs": {str(i): r.reason for i, r in records.items() if r.status == "failed"},
         **({"cancelled_jobs": cancelled} if cancelled else {}),
         "wall_seconds": scheduler.elapsed(),
+        "idle_s": scheduler.run_settings.get("idle_s", 0.0),
         "restart_overhead_s": fmean(startups) if startups else None,
         **scheduler.policy.summary(),
         "timeline": timeline(scheduler.rounds),

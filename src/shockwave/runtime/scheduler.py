@@ -40,7 +40,7 @@ import time
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from shockwave.core.clock import Clock, Elapsed
 from shockwave.core.cluster import ClusterSpec
@@ -144,7 +144,7 @@ class RunObserver(Protocol):
         """The journal was just written (`final`: the run is over)."""
         ...
 
-    def launched(self, runtime: RuntimeScheduler, plan: RoundPlan, solve_s: float) -> None:
+    def launched(self, runtime: RuntimeScheduler, plan: RoundPlan, solve_s: float | None) -> None:
         """A round started with `plan`, which the policy took `solve_s` seconds to make."""
         ...
 
@@ -233,6 +233,8 @@ class RuntimeScheduler:
         )
         """Jobs not admitted yet, by arrival: each round admits those whose arrival has come."""
         self.planned_from = time.perf_counter()
+        self.idle_pending = 0.0
+        """Seconds waited for jobs since the last decision (`run_settings["idle_s"]` once a round is decided)."""
 
     def add(self, spec: TraceJob, *, cancelled: bool = False) -> int:
         """A job that came in (a submission): its id in the run; it waits for admission like a trace's job (none, if
@@ -248,7 +250,7 @@ class RuntimeScheduler:
             bisect.insort(self.waiting, (spec.arrival, job_id))
         return job_id
 
-    def end(self, job_id: int, status: str, reason: str | None = None) -> None:
+    def end(self, job_id: int, status: Literal["cancelled", "failed"], reason: str | None = None) -> None:
         """End a job for good (cancelled by the operator, or failed because it cannot run): its processes killed,
         out of the loop and the waiting queue. A job that has already ended keeps its end."""
         record = self.records[job_id]
@@ -259,7 +261,7 @@ class RuntimeScheduler:
         if job_id in self.view.jobs:
             self.loop.remove(self.view.jobs[job_id])
         self.waiting = [entry for entry in self.waiting if entry[1] != job_id]
-        record.status, record.reason = status, reason  # type: ignore[assignment]
+        record.status, record.reason = status, reason
 
     # -- the clock --------------------------------------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -291,12 +293,16 @@ class RuntimeScheduler:
         if self.all_settled():
             return False
         self.round_end = self.clock.now() + self.settings.round_seconds
+        if self.view.round_index > 0:  # idle between two decisions: a replay's mean round leaves it out
+            self.idle_pending += self.settings.round_seconds
         if self.observer is not None:
             self.observer.idle(self)
         return True
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
         solve_s = time.perf_counter() - self.planned_from
+        self.run_settings["idle_s"] = self.run_settings.get("idle_s", 0.0) + self.idle_pending
+        self.idle_pending = 0.0
         if self.stop.is_set():
             plan = RoundPlan()  # every running job checkpoints and exits
         round_start = self._apply(plan, self.decided)

@@ -149,8 +149,9 @@ class QueueSource:
                 continue
             arrival = min(runtime.view.now, max(0.0, job.submitted_s - runtime.start_wall))
             spec = job.spec.trace_job(arrival)
-            job_id = self.link.joined(job, arrival)
-            assert runtime.add(spec, cancelled=job.state == "cancelled") == job_id  # one order of ids
+            job_id, added = self.link.joined(job, arrival), runtime.add(spec, cancelled=job.state == "cancelled")
+            if added != job_id:
+                raise RuntimeError(f"the run took job {added} in as the queue's job {job_id}: their orders differ")
             log.info("job %d (%s) taken in: %d GPU(s), %d steps", job_id, job.name, spec.scale_factor, spec.total_steps)
 
     def _take_cancellations(self, runtime: RuntimeScheduler) -> None:

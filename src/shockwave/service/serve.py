@@ -48,7 +48,7 @@ from shockwave.runtime.folder import (
     require_resumable,
     require_same_program,
 )
-from shockwave.runtime.journal import LAYOUT, JobRecord, Journal, row
+from shockwave.runtime.journal import LAYOUT, MAX_SECONDS, SETTLED, JobRecord, Journal, row
 from shockwave.runtime.run import MAX_RESTARTS, Placement, RoundSeconds, RunRequest, require_round_seconds, run_result
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings
 from shockwave.runtime.snapshot import Snapshot
@@ -113,6 +113,8 @@ class ServiceSettings(BaseModel):
     policy_params: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
     start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
     rounds: Annotated[int, Field(ge=0)] = 0
+    idle_s: Annotated[float, Field(ge=0, le=MAX_SECONDS)] = 0.0
+    """Seconds the cluster waited idle for jobs between two rounds' decisions."""
     service_jobs: list[TakenIn] = Field(default_factory=list)
     """Every job taken in, in the order the service took them: by queue row, oldest first."""
 
@@ -327,9 +329,13 @@ def _journaled(
 
 def _give_up_invalid(scheduler: RuntimeScheduler, link: QueueLink) -> None:
     """Fail the jobs whose queue row is corrupt or gone, so they never run again (and the operator is told)."""
-    for job_id, why in link.invalid.items():
+    given_up = [job_id for job_id in link.invalid if scheduler.records[job_id].status not in SETTLED]
+    for job_id in given_up:
+        why = link.invalid[job_id]
         scheduler.end(job_id, "failed", why)
         log.warning("job %d (%s) is given up: %s", job_id, link.name(job_id), why)
+    if given_up:
+        scheduler.save()  # the queue hears of it now, not at the next round a job runs in
 
 
 def _run_serving(

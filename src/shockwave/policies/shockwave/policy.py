@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import ConfigDict
 
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class SolverStats:
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a journal's copy has no field it does not keep
     solves: int = 0
     """Re-solves of the window (each one or two HiGHS runs, more when the fairness constraints fail)."""
     fallbacks: int = 0

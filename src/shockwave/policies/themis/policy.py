@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ConfigDict
+
 from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
@@ -43,6 +45,7 @@ BIDDER, WINNER = "bidder", "winner"
 
 @dataclass
 class AuctionStats:
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a journal's copy has no field it does not keep
     auctions: int = 0
     bidders: int = 0
     """Summed over auctions."""
