@@ -304,6 +304,18 @@ def test_a_replay_takes_the_rounds_as_long_as_they_really_were(trace: Path, tmp_
     assert len(json.loads(replayed.stdout)["jobs"]) == 8
 
 
+def test_a_replay_leaves_out_the_time_the_cluster_waited_for_jobs(tmp_path: Path) -> None:
+    """No round runs while no job is active: the wait is journaled (idle_s) and is no part of the replay's round."""
+    rows = [("ResNet-18", 32, 1, 100, 0.0), ("ResNet-18", 32, 1, 100, 40.0)]  # the second 10 s later, time-scaled
+    trace = write_runtime_trace(tmp_path / "gap.trace", rows)
+    result = run(request(trace, tmp_path / "run"), lambda req: FakeBackend(4, steps_per_s=RATE, clock=VirtualClock()))
+    assert result["unfinished_jobs"] == [] and 9.0 < result["idle_s"] < 10.5
+    decisions = [row[0] for row in result["timeline"]]
+    assert decisions[-1] - decisions[0] > 9.0  # the wait lies between two decisions
+    args = replay_arguments(tmp_path / "run", result)
+    assert 0.1 <= float(args[args.index("--round-seconds") + 1]) < 0.2
+
+
 class ResumesSlower(FakeBackend):
     """A job trains at RATE on its first lease and at half of it on every lease resumed from a checkpoint."""
 
