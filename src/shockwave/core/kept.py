@@ -105,34 +105,54 @@ class KeepsState:
     @classmethod
     def state_schema(cls) -> dict[str, Any]:
         """What the class keeps: each kept attribute's type, classes that keep state described in turn."""
-        hints = _hints(cls)
-        return {name: _describe(hints[name]) for name in cls.kept}
+        return _class_schema(cls)
 
     def kept_schema(self) -> dict[str, Any]:
         """`state_schema`, with what an attribute holds now where that keeps state itself (an allocator of any
         class behind a protocol's annotation, say): such an attribute must hold it from construction on, so a
         resumed run, built the same way, finds the same digest."""
-        schema = type(self).state_schema()
-        for name in self.kept:
-            value = getattr(self, name, None)
-            if isinstance(value, KeepsState):
-                schema[name] = {type(value).__qualname__: value.kept_schema()}
-        return schema
+        return _schema_of(_shape(self))
+
+
+Shape = tuple[type[KeepsState], tuple[tuple[str, "Shape"], ...]]
+"""A class that keeps state, with the shapes of the attributes that keep state themselves (what a digest covers)."""
 
 
 def schema_digest(*kinds: KeepsState | type[KeepsState]) -> str:
-    """A short digest of what the objects (or classes) keep: it changes whenever what they keep does."""
-    schema = [
-        [kind.__qualname__, kind.state_schema()]
-        if isinstance(kind, type)
-        else [type(kind).__qualname__, kind.kept_schema()]
-        for kind in kinds
-    ]
+    """A short digest of what the objects (or classes) keep: it changes whenever what they keep does. Computed once
+    per shape (a run journals its snapshot every round)."""
+    return _digest(tuple((kind, ()) if isinstance(kind, type) else _shape(kind) for kind in kinds))
+
+
+def _shape(kept: KeepsState) -> Shape:
+    nested = ((name, getattr(kept, name, None)) for name in kept.kept)
+    return type(kept), tuple((name, _shape(value)) for name, value in nested if isinstance(value, KeepsState))
+
+
+def _schema_of(shape: Shape) -> dict[str, Any]:
+    cls, nested = shape
+    return {**_class_schema(cls), **{name: {inner[0].__qualname__: _schema_of(inner)} for name, inner in nested}}
+
+
+@functools.cache
+def _digest(shapes: tuple[Shape, ...]) -> str:
+    schema = [[cls.__qualname__, _schema_of((cls, nested))] for cls, nested in shapes]
     return hashlib.sha256(json.dumps(schema, sort_keys=True).encode()).hexdigest()[:16]
 
 
+@functools.cache
+def _class_schema(cls: type[KeepsState]) -> dict[str, Any]:
+    hints = _hints(cls)
+    return {name: _describe(hints[name]) for name in cls.kept}
+
+
 def _dumped(cls: type[KeepsState], name: str, value: Any) -> Any:
+    if type(value) in _AS_IS:  # what the adapter would give back unchanged (a job's counters, every round)
+        return value
     return value.state_dict() if isinstance(value, SavesState) else _adapter(cls, name).dump_python(value)
+
+
+_AS_IS = frozenset({int, float, str, bool, type(None)})
 
 
 @functools.cache
