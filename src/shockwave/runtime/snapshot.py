@@ -20,10 +20,11 @@ Nothing read back is ever code. Journals of earlier versions held a pickle, whic
 loaded, so a run folder from someone else could do anything; a pickle is never loaded now. A snapshot that is missing,
 not JSON (an old pickle included), of another format or another policy, or not shaped as that policy's state, is
 refused with an InputError naming the journal, and the run does not start: resuming with a fresh policy would
-silently drop the fairness accounting the run has built. There is no migration, and no number to bump by hand: the
-snapshot records a digest of what the policy and a job keep (`shockwave.core.kept.schema_digest`, from their types),
-and a journal whose digest is not this version's is resumed by the version that wrote it (or its run is started
-anew); FORMAT counts changes to the snapshot's own layout.
+silently drop the fairness accounting the run has built. There is no migration. The snapshot records a digest of
+what the policy and a job keep (`shockwave.core.kept.schema_digest`: the kept names and their types), and a journal
+whose digest is not this version's is resumed by the version that wrote it (or its run is started anew), so adding,
+removing or retyping what a policy keeps needs nothing by hand. FORMAT counts the rest: changes to the snapshot's own
+layout, and to how a kept value is written or what it means under the same type (an `EntryKey`'s text, say).
 """
 
 from __future__ import annotations
