@@ -166,15 +166,21 @@ def killed_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
     return root / "run", clock.now()
 
 
+def fuzzed(variable: str, examples: int) -> Any:
+    """Hypothesis's settings for a fuzz: `examples` cases (the environment's `variable` if set), the same ones on
+    every run, no deadline (a case resumes a run)."""
+    return settings(
+        max_examples=int(os.environ.get(variable, examples)),
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+    )
+
+
 JOURNAL_TABLES = {"settings": ("key", ["value"]), "jobs": ("id", ["record"]), "memory": ("id", ["data"])}
 
 
-@settings(
-    max_examples=int(os.environ.get("FUZZ_JOURNAL", 700)),
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=True,
-)
+@fuzzed("FUZZ_JOURNAL", 700)
 @given(data=st.data())
 def test_a_corrupt_journal_is_refused_in_one_line_or_resumed_without_losing_a_job(
     killed_run: tuple[Path, float], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
@@ -239,12 +245,7 @@ STORE_TABLES = {
 }
 
 
-@settings(
-    max_examples=int(os.environ.get("FUZZ_QUEUE", 350)),
-    deadline=None,
-    suppress_health_check=list(HealthCheck),
-    derandomize=True,
-)
+@fuzzed("FUZZ_QUEUE", 350)
 @given(data=st.data())
 def test_a_corrupt_queue_row_is_quarantined_and_every_valid_job_completes(
     stopped_service: tuple[Path, float], tmp_path_factory: pytest.TempPathFactory, data: st.DataObject

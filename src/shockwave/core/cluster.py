@@ -7,6 +7,7 @@ GPUs are numbered across the whole cluster, pool after pool in the order the clu
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -73,6 +74,11 @@ class ClusterSpec:
         """The pools `cluster` writes out, or (None) `gpus` GPUs of the default type: what a sweep case or a cell
         keeps."""
         return cls.parse(cluster, gpus_per_server) if cluster is not None else cls.of(gpus, gpus_per_server)
+
+    def equal_share_rate(self, gang: int, rate: Callable[[str], float]) -> float:
+        """Steps/s of a gang at its equal share of each type, `rate(type)` on a whole gang there: sum_t (n_t / G) x
+        rate_t over the pools that fit it (Gavel's proportional share; rho's T_iso on several types)."""
+        return sum(pool.gpus / self.gpus * rate(pool.gpu_type) for pool in self.pools if gang <= pool.gpus)
 
     @property
     def largest_pool(self) -> int:

@@ -107,12 +107,6 @@ class KeepsState:
         """What the class keeps: each kept attribute's type, classes that keep state described in turn."""
         return _class_schema(cls)
 
-    def kept_schema(self) -> dict[str, Any]:
-        """`state_schema`, with what an attribute holds now where that keeps state itself (an allocator of any
-        class behind a protocol's annotation, say): such an attribute must hold it from construction on, so a
-        resumed run, built the same way, finds the same digest."""
-        return _schema_of(_shape(self))
-
 
 Shape = tuple[type[KeepsState], tuple[tuple[str, "Shape"], ...]]
 """A class that keeps state, with the shapes of the attributes that keep state themselves (what a digest covers)."""
@@ -125,6 +119,8 @@ def schema_digest(*kinds: KeepsState | type[KeepsState]) -> str:
 
 
 def _shape(kept: KeepsState) -> Shape:
+    """Its class, and what its attributes that keep state hold now (an allocator of any class behind a protocol's
+    annotation, say): such an attribute holds it from construction on, so a resumed run finds the same digest."""
     nested = ((name, getattr(kept, name, None)) for name in kept.kept)
     return type(kept), tuple((name, _shape(value)) for name, value in nested if isinstance(value, KeepsState))
 

@@ -9,15 +9,14 @@ resumed run decides as the killed one would have, and nothing read back from dis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.kept import KeepsState
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
 
-T = TypeVar("T")
 Colocation = Callable[[JobState, JobState, str], tuple[float, float] | None]
 """Two jobs' steps/s while they share a gang of GPUs of a type (the first job's rate first), or None when unknown."""
 
@@ -92,8 +91,3 @@ class Policy(KeepsState):
     def summary(self) -> dict[str, Any]:
         """Policy-specific additions to the run's result object."""
         return {}
-
-
-def json_ids(values: Mapping[int, T]) -> dict[str, T]:
-    """A job-id-keyed mapping with JSON's string keys."""
-    return {str(job_id): value for job_id, value in values.items()}

@@ -38,7 +38,7 @@ from typing import Any
 from shockwave.core.errors import InputError
 from shockwave.core.kept import schema_digest
 from shockwave.core.loop import RoundRecord
-from shockwave.core.policy import Policy, json_ids
+from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
 from shockwave.workload_model.profile import JobProfile
 from shockwave.workload_model.trace import TraceJob
@@ -62,7 +62,7 @@ class Snapshot:
             "policy": self.policy.name,
             "kept": _kept(self.policy),
             "state": self.policy.state_dict(),
-            "jobs": json_ids({job_id: job.state_dict() for job_id, job in self.jobs.items()}),
+            "jobs": {job_id: job.state_dict() for job_id, job in self.jobs.items()},
             "rounds": [[r.round, r.time_s, r.running_jobs, r.busy_gpus] for r in self.rounds],
         }
         return json.dumps(_strict(snapshot), allow_nan=False, separators=(",", ":"))

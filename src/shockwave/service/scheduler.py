@@ -61,6 +61,8 @@ class QueueLink:
     """The entities the policy shares the cluster between (`--policy-param entities=FILE`): each job joins its
     spec's entity (else the file's default)."""
     taken: list[TakenIn] = field(default_factory=list)
+    run_ids: dict[int, int] = field(default_factory=dict)
+    """Each taken queue row's job id in the run."""
     commands: list[list[str] | None] = field(default_factory=list)
     invalid: dict[int, str] = field(default_factory=dict)
     """Jobs whose queue row cannot be used any more (a resumed service found it corrupt or gone): why. They never
@@ -79,6 +81,7 @@ class QueueLink:
         self.taken.append(taken)
         self.commands.append(command)
         job_id = len(self.taken) - 1
+        self.run_ids[taken.store_id] = job_id
         entity = self.shape(job_id).entity
         if self.entities is not None and entity is not None:
             self.entities.jobs[job_id] = entity
@@ -155,11 +158,10 @@ class QueueSource:
             log.info("job %d (%s) taken in: %d GPU(s), %d steps", job_id, job.name, spec.scale_factor, spec.total_steps)
 
     def _take_cancellations(self, runtime: RuntimeScheduler) -> None:
-        run_ids = {taken.store_id: job_id for job_id, taken in enumerate(self.link.taken)}
         for job in self.link.store.pending_cancellations():
-            if job.id not in run_ids:  # submitted and cancelled since the submissions were taken in: next round
+            job_id = self.link.run_ids.get(job.id)
+            if job_id is None:  # submitted and cancelled since the submissions were taken in: next round
                 continue
-            job_id = run_ids[job.id]
             status = runtime.records[job_id].status
             ended = status in ("done", "failed")  # in the round the operator cancelled it
             if status not in SETTLED:
@@ -169,16 +171,6 @@ class QueueSource:
             self.link.store.cancellation_done(job.id, status if ended else None)  # type: ignore[arg-type]
             if ended:
                 self.link.published.pop(job_id, None)  # its news was refused while the store said cancelled
-
-
-def equal_share_rate(job: JobState, cluster: ClusterSpec) -> float:
-    """Steps/s at the job's equal share of the cluster, as rho's T_iso reads it (`profile.isolated_time`): its rate
-    on one type; on several, sum_t (n_t / G) x rate_t over the types whose pool fits its gang."""
-    if len(cluster.pools) == 1:
-        return job.rate(cluster.pools[0].gpu_type)
-    return sum(
-        pool.gpus / cluster.gpus * job.rate(pool.gpu_type) for pool in cluster.pools if job.scale_factor <= pool.gpus
-    )
 
 
 @dataclass
@@ -265,7 +257,7 @@ class StoreObserver:
 
         The pace includes the rounds it waited, so the finish is what the cluster's sharing gives it, not what a
         lease alone would; T_iso is its time at its equal share at its current (measured) rates."""
-        rate = equal_share_rate(state, cluster)
+        rate = cluster.equal_share_rate(state.scale_factor, state.rate)
         if rate > 0:
             self.alone_s[job_id] = state.total_steps / rate
         done = state.steps_done / state.total_steps if state.total_steps else 0.0

@@ -55,10 +55,8 @@ def isolated_time(job: TraceJob, profile: JobProfile, throughputs: ThroughputMod
     return seconds_at(
         job,
         profile,
-        lambda bs: sum(
-            pool.gpus / cluster.gpus * rate_or_zero(throughputs, job.model, bs, job.scale_factor, pool.gpu_type)
-            for pool in cluster.pools
-            if job.scale_factor <= pool.gpus
+        lambda bs: cluster.equal_share_rate(
+            job.scale_factor, lambda gpu_type: rate_or_zero(throughputs, job.model, bs, job.scale_factor, gpu_type)
         ),
     )
 
