@@ -153,7 +153,7 @@ def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: 
     switching = SwitchingBackend(4, victim=5, at=100, to=40)  # job 5: LM at batch size 10, 250 steps once scaled
     result = run(request(trace, tmp_path), lambda req: switching)
     first, second = [launch for launch in switching.launches if launch.job_id == 5][:2]
-    spec = read_trace(tmp_path / "trace.scaled.trace")[5]
+    spec = read_trace(tmp_path / "trace.scaled.trace")[5].job()
     expected = JobState.admit(5, spec, build_profile(spec, load_throughputs(None)), 1.0)
     expected.steps_done = 100
     rescale_to_batch_size(expected, 40, round_up_progress=False)

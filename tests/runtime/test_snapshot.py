@@ -30,9 +30,9 @@ from shockwave.runtime.snapshot import FORMAT, Snapshot
 from shockwave.simulator.engine import Simulator
 from shockwave.simulator.mechanics import preset
 from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import load_throughputs
-from shockwave.workload_model.trace import TraceJob
 
 SOURCES = ROOT / "src" / "shockwave"
 
@@ -91,11 +91,11 @@ def test_no_module_imports_pickle() -> None:
 
 
 # -- every policy resumes exactly ----------------------------------------------------------------------------------
-def small_workload() -> tuple[list[TraceJob], list[JobProfile]]:
+def small_workload() -> tuple[list[Job], list[JobProfile]]:
     """10 jobs (static, accordion and gns; gangs of 1-4) arriving over ~5 minutes."""
     tm = load_throughputs(None)
     params = GeneratorParams(jobs=10, min_hours=0.1, max_hours=0.3, lam=30.0, seed=7, gpu_mix=(0.5, 0.3, 0.2, 0.0))
-    jobs = generate(params, tm)
+    jobs = [line.job() for line in generate(params, tm)]
     return jobs, [build_profile(job, tm) for job in jobs]
 
 
@@ -107,7 +107,7 @@ class Twinned(Policy):
     every hook reaches the copy too, and every round the copy must plan as the original does.
     """
 
-    def __init__(self, make: Callable[[], Policy], workload: tuple[list[TraceJob], list[JobProfile]]) -> None:
+    def __init__(self, make: Callable[[], Policy], workload: tuple[list[Job], list[JobProfile]]) -> None:
         self.make, self.workload = make, workload
         self.original = make()
         self.name, self.plans_gpu_types = self.original.name, self.original.plans_gpu_types
@@ -185,7 +185,7 @@ def test_a_restored_policy_plans_as_the_original_on_several_gpu_types(name: str)
 
 # -- what is refused, and why ----------------------------------------------------------------------------------------
 @pytest.fixture
-def saved() -> tuple[dict[str, Any], tuple[list[TraceJob], list[JobProfile]]]:
+def saved() -> tuple[dict[str, Any], tuple[list[Job], list[JobProfile]]]:
     """A Shockwave memory with one admitted job that has run a round."""
     workload = small_workload()
     policy = make_policy("shockwave")
@@ -199,7 +199,7 @@ def saved() -> tuple[dict[str, Any], tuple[list[TraceJob], list[JobProfile]]]:
     return json.loads(Snapshot(policy, view.jobs, [RoundRecord(0, 0.0, 1, 1)]).dumps()), workload
 
 
-def load(memory: Any, workload: tuple[list[TraceJob], list[JobProfile]], policy: str = "shockwave") -> Snapshot:
+def load(memory: Any, workload: tuple[list[Job], list[JobProfile]], policy: str = "shockwave") -> Snapshot:
     text = memory if isinstance(memory, str | bytes) or memory is None else json.dumps(memory)
     return Snapshot.loads(text, make_policy(policy), *workload, path=Path("DIR/journal.sqlite"))
 

@@ -316,11 +316,11 @@ def test_a_folder_that_is_not_a_store_is_an_input_error(tmp_path: Path) -> None:
 # ---- specs and the endpoint file -----------------------------------------------------------------------------------
 
 
-def test_a_spec_becomes_the_trace_job_the_scheduler_admits() -> None:
+def test_a_spec_becomes_the_job_the_scheduler_admits() -> None:
     spec = JobSpec.model_validate(
         {"name": "g", "family": "ResNet-50", "mode": "gns", "gpus": 2, "epochs": 3, "batch_size": 32, "weight": 5}
     )
-    job = spec.trace_job(arrival=12.5)
+    job = spec.job(arrival=12.5)
     assert (job.model, job.batch_size, job.scale_factor, job.mode) == ("ResNet-50", 32, 2, "gns")
     assert job.total_steps == 3 * FAMILIES["ResNet-50"].iterations_per_epoch(32)
     assert (job.priority_weight, job.arrival) == (5.0, 12.5)

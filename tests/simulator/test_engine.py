@@ -284,7 +284,7 @@ class NeverPlans(Policy):
 
 def test_a_policy_of_one_gpu_type_is_refused_a_cluster_of_several(tmp_path: Path) -> None:
     path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
-    jobs = read_trace(path)
+    jobs = [line.job() for line in read_trace(path)]
     profiles = [build_profile(jobs[0], load_throughputs(None))]
     with pytest.raises(InputError, match=r"schedules one GPU type; the cluster k80:4,v100:4 has 2"):
         Simulator(
@@ -294,7 +294,7 @@ def test_a_policy_of_one_gpu_type_is_refused_a_cluster_of_several(tmp_path: Path
 
 def test_a_policy_that_never_plans_its_jobs_ends_the_run_unfinished(tmp_path: Path) -> None:
     path = trace_file(tmp_path, job("ResNet-18", 64, 100, 0))
-    jobs = read_trace(path)
+    jobs = [line.job() for line in read_trace(path)]
     profiles = [build_profile(jobs[0], load_throughputs(None))]
     engine = Simulator(jobs, profiles, load_throughputs(None), ClusterSpec.of(2), NeverPlans(), preset("corrected"))
     result = engine.run()

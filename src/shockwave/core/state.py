@@ -12,8 +12,8 @@ from typing import Any
 
 from shockwave.core.kept import KeepsState
 from shockwave.workload_model.catalog import ModelFamily, family
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile
-from shockwave.workload_model.trace import TraceJob
 
 
 @dataclass
@@ -32,7 +32,7 @@ class JobState(KeepsState):
     """The fields that change after admission: `restore` takes the rest from the trace."""
 
     id: int
-    spec: TraceJob
+    spec: Job
     family: ModelFamily
     profile: JobProfile
     rates: dict[str, float]
@@ -50,7 +50,7 @@ class JobState(KeepsState):
     """Finish time of the job's latest round; its completion time once it has left."""
 
     @classmethod
-    def admit(cls, job_id: int, spec: TraceJob, profile: JobProfile, rates: dict[str, float]) -> JobState:
+    def admit(cls, job_id: int, spec: Job, profile: JobProfile, rates: dict[str, float]) -> JobState:
         model, bs = spec.model, spec.batch_size
         return cls(
             id=job_id,
@@ -64,7 +64,7 @@ class JobState(KeepsState):
         )
 
     @classmethod
-    def restore(cls, job_id: int, spec: TraceJob, profile: JobProfile, state: dict[str, Any]) -> JobState:
+    def restore(cls, job_id: int, spec: Job, profile: JobProfile, state: dict[str, Any]) -> JobState:
         """The job as `state_dict` left it, its trace line and profile given again."""
         job = cls.admit(job_id, spec, profile, rates={})
         job.load_state_dict(state)

@@ -37,7 +37,7 @@ from shockwave.io.text import (
 )
 from shockwave.runtime.journal import SETTLED, JobRecord, row
 from shockwave.workload_model.catalog import family
-from shockwave.workload_model.trace import TraceJob
+from shockwave.workload_model.job import Job
 
 INPUTS = "inputs"
 CHECKPOINTS = "checkpoints"
@@ -167,9 +167,7 @@ def _require_same(key: str, journaled: str | None, given: str | None, flag: str,
     )
 
 
-def require_resumable(
-    records: Mapping[int, JobRecord], jobs: Sequence[TraceJob], checkpoints: Path, journal: Path
-) -> None:
+def require_resumable(records: Mapping[int, JobRecord], jobs: Sequence[Job], checkpoints: Path, journal: Path) -> None:
     """The journal's records fit the run's jobs: one per job at most, a finished job finished after it arrived, and
     every checkpoint named for a job still to run is in the folder (else its progress is gone, and the operator
     should know before the run goes on: restore the file, or start the run anew)."""

@@ -60,8 +60,9 @@ from shockwave.runtime.folder import (
 from shockwave.runtime.journal import LAYOUT, MAX_SECONDS, JobRecord, Journal, row
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.prices import Prices
-from shockwave.workload_model.profile import build_profile, isolated_time, read_workload, schedule_from_switches
+from shockwave.workload_model.profile import build_profile, isolated_time, schedule_from_switches
 from shockwave.workload_model.throughput import (
     DEFAULT_GPU_TYPE,
     TableThroughputs,
@@ -169,7 +170,7 @@ Rates = dict[tuple[str, str, int, int], float]
 """(GPU type, model, batch size, gang) -> steps/s: a throughput table's keys."""
 
 
-def _measured_rates(jobs: list[TraceJob], records: dict[int, JobRecord]) -> Rates:
+def _measured_rates(jobs: list[Job], records: dict[int, JobRecord]) -> Rates:
     """Steps/s by (GPU type, model, batch size, gang): all steps the jobs that ran like that trained, over all the
     seconds they took (lease by lease, start-up excluded), so a replay at that rate trains as the run did.
     Leases are short and each starts slower than it goes on, so the smoothed rate the scheduler plans with (which
@@ -349,7 +350,7 @@ def _reading(request: RunRequest, settings: RunSettings, policy: str, journal: P
     )
 
 
-def _require_runnable(jobs: list[TraceJob], tm: ThroughputModel, cluster: ClusterSpec, trace: Path) -> None:
+def _require_runnable(jobs: list[Job], tm: ThroughputModel, cluster: ClusterSpec, trace: Path) -> None:
     """Every GPU type of the cluster is one the throughput model knows jobs of the trace on, and every job can run
     on some type (the model knows its rate there and the type's pool fits its gang): else a type's GPUs would stay
     idle, or a job wait, for as the run lasts."""
@@ -373,7 +374,7 @@ def _require_runnable(jobs: list[TraceJob], tm: ThroughputModel, cluster: Cluste
         )
 
 
-def _key(job: TraceJob) -> tuple[str, int, int]:
+def _key(job: Job) -> tuple[str, int, int]:
     return job.model, job.batch_size, job.scale_factor
 
 
@@ -416,12 +417,12 @@ def _run(
         info, cluster, policy_params=request.policy_params, throughputs=request.throughputs, config=request.config
     )
     tm = inputs.throughputs
-    original, _ = read_workload(request.trace, tm)
-    require_gangs_fit(original, cluster.largest_pool, request.trace)
-    _require_runnable(original, tm, cluster, request.trace)
-    jobs = scale_trace(original, request.time_scale)
-    write_trace(jobs, request.out / "trace.scaled.trace")
+    lines = scale_trace(read_trace(request.trace, tm), request.time_scale)
+    jobs = [line.job() for line in lines]
+    require_gangs_fit(jobs, cluster.largest_pool, request.trace)
+    _require_runnable(jobs, tm, cluster, request.trace)
     profiles = [build_profile(job, tm) for job in jobs]
+    write_trace(lines, request.out / "trace.scaled.trace")
     policy = inputs.build(request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds)
     if journal is not None:
         records = journal.jobs()
@@ -464,7 +465,7 @@ def _backend(request: RunRequest, cluster: ClusterSpec, backend: Callable[[RunRe
     return RayBackend(cluster, request.address, request.placement)
 
 
-def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], gpus: int) -> float:
+def _realised_lower_bound(jobs: list[Job], records: dict[int, JobRecord], gpus: int) -> float:
     """The makespan no schedule could beat with the work as this run really did it: each job's training time (first
     step to last reported step of every lease) after its arrival, and all of it spread over every GPU. A bound from
     the throughput table would not be one: real rates differ from the table's (a 6-job run once finished in 0.56x of
@@ -474,7 +475,7 @@ def _realised_lower_bound(jobs: list[TraceJob], records: dict[int, JobRecord], g
     return max(per_job, sum(t * jobs[i].scale_factor for i, t in training.items()) / gpus)
 
 
-def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str | None = None) -> float:
+def _busy(records: dict[int, JobRecord], jobs: list[Job], gpu_type: str | None = None) -> float:
     """GPU-seconds the run's leases held GPUs of `gpu_type` (None: of any type)."""
     return sum(
         (r.run_seconds if gpu_type is None else r.run_seconds_by_type.get(gpu_type, 0.0)) * jobs[i].scale_factor
@@ -482,7 +483,7 @@ def _busy(records: dict[int, JobRecord], jobs: list[TraceJob], gpu_type: str | N
     )
 
 
-def _missed_slo(job: TraceJob, outcome: JobOutcome) -> bool:
+def _missed_slo(job: Job, outcome: JobOutcome) -> bool:
     """The SLO factor times the trace's duration (else T_iso), against the job's JCT (`shockwave.core.slo`)."""
     return missed(job.slo, float(job.duration) if job.duration > 0 else outcome.t_isolated_s, outcome.jct_s)
 
@@ -511,7 +512,7 @@ class Measured:
 
 def measured(
     records: Mapping[int, JobRecord],
-    jobs: list[TraceJob],
+    jobs: list[Job],
     tm: ThroughputModel,
     cluster: ClusterSpec,
     *,
@@ -544,7 +545,7 @@ def run_result(
     policy: str,
     scheduler: RuntimeScheduler,
     tm: ThroughputModel,
-    jobs: list[TraceJob],
+    jobs: list[Job],
     prices: Prices | None = None,
 ) -> dict[str, Any]:
     """The `simulate --json` object of a finished (or stopped) run, with the runtime's own details; writes the
@@ -594,7 +595,7 @@ def _write_replay_inputs(out: Path, run: Measured) -> None:
 
 
 def _summary(
-    request: RunRequest, scheduler: RuntimeScheduler, jobs: list[TraceJob], run: Measured, prices: Prices | None
+    request: RunRequest, scheduler: RuntimeScheduler, jobs: list[Job], run: Measured, prices: Prices | None
 ) -> dict[str, Any]:
     """The metrics a simulation reports (`shockwave.results.metrics`), of the measured outcomes, each finished job
     with what the runtime saw of it."""

@@ -53,9 +53,9 @@ from shockwave.runtime.backend import Backend, GangStatus, Launch, share_of
 from shockwave.runtime.folder import DEFAULT_COMMAND
 from shockwave.runtime.journal import SETTLED, JobRecord, Journal
 from shockwave.runtime.snapshot import Snapshot
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
-from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
 EMA_ALPHA = 0.5
@@ -177,7 +177,7 @@ class TraceSource:
 
 @dataclass
 class RuntimeScheduler:
-    jobs: list[TraceJob]
+    jobs: list[Job]
     profiles: list[JobProfile]
     throughputs: ThroughputModel
     cluster: ClusterSpec
@@ -236,7 +236,7 @@ class RuntimeScheduler:
         self.idle_pending = 0.0
         """Seconds waited for jobs since the last decision (`run_settings["idle_s"]` once a round is decided)."""
 
-    def add(self, spec: TraceJob, *, cancelled: bool = False) -> int:
+    def add(self, spec: Job, *, cancelled: bool = False) -> int:
         """A job that came in (a submission): its id in the run; it waits for admission like a trace's job (none, if
         it was `cancelled` before it came in)."""
         job_id = len(self.jobs)

@@ -40,8 +40,8 @@ from shockwave.core.kept import schema_digest
 from shockwave.core.loop import RoundRecord
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile
-from shockwave.workload_model.trace import TraceJob
 
 FORMAT = 6
 """Version of the snapshot's layout (2: rates per GPU type, numbered rounds; 3: Gavel-style policies keep their time
@@ -72,7 +72,7 @@ class Snapshot:
         cls,
         data: str | bytes | None,
         policy: Policy,
-        trace: list[TraceJob],
+        trace: list[Job],
         profiles: list[JobProfile],
         path: Path,
     ) -> Snapshot:

@@ -35,7 +35,7 @@ from shockwave.service.api import SchedulerMetrics
 from shockwave.service.spec import JobShape
 from shockwave.service.store import Job, JobUpdate, Placement, Store
 from shockwave.workload_model.entities import Entities
-from shockwave.workload_model.trace import TraceJob
+from shockwave.workload_model.job import Job as WorkloadJob
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +115,9 @@ class QueueLink:
     def name(self, job_id: int) -> str:
         return self.shape(job_id).name
 
-    def trace(self) -> list[TraceJob]:
+    def jobs(self) -> list[WorkloadJob]:
         """Every job taken in, as the scheduling loop admits it."""
-        return [self.shape(i).trace_job(taken.arrival) for i, taken in enumerate(self.taken)]
+        return [self.shape(i).job(taken.arrival) for i, taken in enumerate(self.taken)]
 
 
 @dataclass
@@ -151,7 +151,7 @@ class QueueSource:
                     self.skipped.add(job.id)
                 continue
             arrival = min(runtime.view.now, max(0.0, job.submitted_s - runtime.start_wall))
-            spec = job.spec.trace_job(arrival)
+            spec = job.spec.job(arrival)
             job_id, added = self.link.joined(job, arrival), runtime.add(spec, cancelled=job.state == "cancelled")
             if added != job_id:
                 raise RuntimeError(f"the run took job {added} in as the queue's job {job_id}: their orders differ")

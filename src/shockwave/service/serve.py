@@ -59,9 +59,10 @@ from shockwave.service.server import start_server
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
 from shockwave.workload_model.entities import Entities
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import ThroughputModel, knows
-from shockwave.workload_model.trace import TraceJob, write_trace
+from shockwave.workload_model.trace import catalog_line, write_trace
 
 log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.sqlite"
@@ -269,7 +270,7 @@ def _serve(
         if journal is not None
         else QueueLink(store, entities)
     )
-    jobs = link.trace()
+    jobs = link.jobs()
     profiles = [build_profile(job, tm) for job in jobs]
     journal, records, snapshot = _journaled(journal, journal_path, policy, jobs, profiles)
     checkpoints = private_subfolder(request.out / CHECKPOINTS)
@@ -317,7 +318,7 @@ def _queue(request: ServeRequest, journal_path: Path) -> Store:
 
 
 def _journaled(
-    journal: Journal | None, journal_path: Path, policy: Policy, jobs: list[TraceJob], profiles: list[JobProfile]
+    journal: Journal | None, journal_path: Path, policy: Policy, jobs: list[Job], profiles: list[JobProfile]
 ) -> tuple[Journal, dict[int, JobRecord], Snapshot]:
     """The journal with what it holds of the jobs and the scheduler (a resumed service goes on from there), or a new
     journal and an empty start."""
@@ -380,7 +381,7 @@ def _result(
     command: list[str] | None,
 ) -> dict[str, Any]:
     """The run so far, as `shockwave run` reports one (DIR/results.json), with the jobs' names."""
-    write_trace(scheduler.jobs, request.out / TRACE_FILE)
+    write_trace([catalog_line(job) for job in scheduler.jobs], request.out / TRACE_FILE)
     as_run = RunRequest(
         trace=request.out / TRACE_FILE,
         policy=request.policy,

@@ -9,7 +9,6 @@ string; without one the job runs the family's built-in workload (`shockwave.trai
 
 from __future__ import annotations
 
-import dataclasses
 import reprlib
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -21,7 +20,8 @@ from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_json_or_toml
 from shockwave.io.text import JOB_SPEC_LIMIT
 from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, family
-from shockwave.workload_model.trace import MAX_EPOCHS, TraceJob, catalog_job
+from shockwave.workload_model.job import Job
+from shockwave.workload_model.trace import MAX_EPOCHS
 
 MAX_WEIGHT = 1e6
 """Far beyond the reference traces' priorities (1 and 5): a typo's 1e300 would wreck the solver's scaling."""
@@ -156,10 +156,17 @@ class JobShape(BaseModel):
                 field="gpus",
             )
 
-    def trace_job(self, arrival: float) -> TraceJob:
-        """The job as the scheduling loop admits it: a trace line of its family, with its weight."""
-        job = catalog_job(self.family, self.initial_batch_size, self.gpus, self.total_steps, self.mode, arrival)
-        return dataclasses.replace(job, priority_weight=self.weight)
+    def job(self, arrival: float) -> Job:
+        """The job as the scheduling loop admits it, with its weight."""
+        return Job(
+            model=self.family,
+            batch_size=self.initial_batch_size,
+            scale_factor=self.gpus,
+            total_steps=self.total_steps,
+            arrival=arrival,
+            mode=self.mode,
+            priority_weight=self.weight,
+        )
 
 
 class JobSpec(JobShape):

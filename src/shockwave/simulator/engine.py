@@ -25,11 +25,11 @@ from shockwave.results.metrics import JobOutcome, cost_fields, slo_fields, summa
 from shockwave.simulator.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
 from shockwave.workload_model.throughput import ThroughputModel
-from shockwave.workload_model.trace import TraceJob
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class SimulationResult:
 class Simulator:
     def __init__(
         self,
-        jobs: list[TraceJob],
+        jobs: list[Job],
         profiles: list[JobProfile],
         throughputs: ThroughputModel,
         cluster: ClusterSpec,

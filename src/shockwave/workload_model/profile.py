@@ -19,8 +19,9 @@ from shockwave.io.jsonfile import read_json_object
 from shockwave.io.text import BATCH_SIZES_LIMIT
 from shockwave.workload_model.adaptation import profile_batch_sizes
 from shockwave.workload_model.catalog import family
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs, rate_or_zero
-from shockwave.workload_model.trace import TraceJob, read_trace
+from shockwave.workload_model.trace import read_trace
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class JobProfile:
         return sum(itertools.chain.from_iterable(itertools.repeat(d, n) for _, n, d in self.runs))
 
 
-def isolated_time(job: TraceJob, profile: JobProfile, throughputs: ThroughputModel, cluster: ClusterSpec) -> float:
+def isolated_time(job: Job, profile: JobProfile, throughputs: ThroughputModel, cluster: ClusterSpec) -> float:
     """T_iso as finish-time fairness reads it: the profile's on a cluster of one type; on several, every epoch at
     the job's equal share of each type (steps/s sum_t (n_t / G) x rate_t, Gavel's proportional share; 0 where the
     gang does not fit a pool or the model does not know the job there), so a rho means the same on any mix."""
@@ -61,7 +62,7 @@ def isolated_time(job: TraceJob, profile: JobProfile, throughputs: ThroughputMod
     )
 
 
-def seconds_at(job: TraceJob, profile: JobProfile, rate: Callable[[int], float]) -> float:
+def seconds_at(job: Job, profile: JobProfile, rate: Callable[[int], float]) -> float:
     """The profile's epochs at their batch sizes, each at `rate(batch size)` steps/s (inf where a rate is 0)."""
     dataset = family(job.model).dataset_size
     total = 0.0
@@ -73,11 +74,11 @@ def seconds_at(job: TraceJob, profile: JobProfile, rate: Callable[[int], float])
     return total
 
 
-def epochs_of(job: TraceJob) -> int:
+def epochs_of(job: Job) -> int:
     return math.ceil(job.total_steps / family(job.model).iterations_per_epoch(job.batch_size))
 
 
-def build_profile(job: TraceJob, throughputs: ThroughputModel, batch_sizes: list[int] | None = None) -> JobProfile:
+def build_profile(job: Job, throughputs: ThroughputModel, batch_sizes: list[int] | None = None) -> JobProfile:
     """The planned profile, or the one of `batch_sizes` (per epoch) when the job's real schedule is known."""
     fam = family(job.model)
     epochs = epochs_of(job)
@@ -97,7 +98,7 @@ def build_profile(job: TraceJob, throughputs: ThroughputModel, batch_sizes: list
     return JobProfile(epochs=epochs, runs=tuple((bs, n, fam.dataset_size / bs / rate[bs]) for bs, n in runs))
 
 
-def schedule_from_switches(job: TraceJob, switches: list[list[int]]) -> list[int]:
+def schedule_from_switches(job: Job, switches: list[list[int]]) -> list[int]:
     """Per-epoch batch sizes of a job that switched to batch size b at epoch e for each [e, b] in `switches`."""
     schedule = [job.batch_size] * epochs_of(job)
     for epoch, batch_size in switches:
@@ -105,7 +106,7 @@ def schedule_from_switches(job: TraceJob, switches: list[list[int]]) -> list[int
     return schedule
 
 
-def read_schedules(path: Path, jobs: list[TraceJob]) -> dict[int, list[int]]:
+def read_schedules(path: Path, jobs: list[Job]) -> dict[int, list[int]]:
     """Observed per-epoch batch sizes ({"job id": [bs, ...]}, as `shockwave run` writes them), checked against the
     trace: every epoch of the job is covered by a positive batch size."""
     raw = read_json_object(
@@ -125,7 +126,7 @@ def read_schedules(path: Path, jobs: list[TraceJob]) -> dict[int, list[int]]:
 
 def load_workload(
     trace: str | Path, throughputs: str | Path | None, schedules: Path | None = None
-) -> tuple[ThroughputModel, list[TraceJob], list[JobProfile]]:
+) -> tuple[ThroughputModel, list[Job], list[JobProfile]]:
     """A validated trace, the throughput model it is read against, and every job's profile (from the observed
     batch-size `schedules` where given)."""
     tm = load_throughputs(throughputs)
@@ -134,9 +135,9 @@ def load_workload(
 
 def read_workload(
     trace: str | Path, tm: ThroughputModel, schedules: Path | None = None
-) -> tuple[list[TraceJob], list[JobProfile]]:
+) -> tuple[list[Job], list[JobProfile]]:
     """The trace's jobs, validated against the throughput model `tm`, and every job's profile (from the observed
     batch-size `schedules` where given)."""
-    jobs = read_trace(trace, tm)
+    jobs = [line.job() for line in read_trace(trace, tm)]
     observed = read_schedules(schedules, jobs) if schedules is not None else {}
     return jobs, [build_profile(job, tm, observed.get(i)) for i, job in enumerate(jobs)]

@@ -10,15 +10,15 @@ import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from shockwave.core.cluster import ClusterSpec
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, seconds_at
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
-from shockwave.workload_model.trace import TraceJob
 
 ARRIVAL_CUTS = 21
 """Arrival quantiles at which the fluid bound checks that later jobs fit the cluster after them."""
 
 
-def makespan_lower_bound(jobs: list[TraceJob], profiles: list[JobProfile], gpus: int | None) -> float:
+def makespan_lower_bound(jobs: list[Job], profiles: list[JobProfile], gpus: int | None) -> float:
     """No schedule can end before the slowest job could finish alone, nor before all work fits on the GPUs."""
     bound = max(job.arrival + p.t_isolated for job, p in zip(jobs, profiles, strict=True))
     if gpus:
@@ -27,7 +27,7 @@ def makespan_lower_bound(jobs: list[TraceJob], profiles: list[JobProfile], gpus:
 
 
 def cluster_makespan_lower_bound(
-    jobs: list[TraceJob], profiles: list[JobProfile], cluster: ClusterSpec, throughputs: ThroughputModel
+    jobs: list[Job], profiles: list[JobProfile], cluster: ClusterSpec, throughputs: ThroughputModel
 ) -> float:
     """`makespan_lower_bound` on one type. On several, a fluid bound: the least T for which each job's work can
     be split over the types (f_jt of it on type t, taking f_jt x its time alone there) so that every job fits
@@ -70,18 +70,18 @@ def cluster_makespan_lower_bound(
     return float(fluid.x[-1]) if fluid.status == 0 else makespan_lower_bound(jobs, profiles, cluster.gpus)
 
 
-def _time_alone(job: TraceJob, profile: JobProfile, throughputs: ThroughputModel, gpu_type: str, gpus: int) -> float:
+def _time_alone(job: Job, profile: JobProfile, throughputs: ThroughputModel, gpu_type: str, gpus: int) -> float:
     """The job's epochs at their planned batch sizes, alone on a gang of `gpu_type` (inf where it cannot run)."""
     if job.scale_factor > gpus:
         return np.inf
     return seconds_at(job, profile, lambda bs: rate_or_zero(throughputs, job.model, bs, job.scale_factor, gpu_type))
 
 
-def gpu_seconds(jobs: list[TraceJob], profiles: list[JobProfile]) -> float:
+def gpu_seconds(jobs: list[Job], profiles: list[JobProfile]) -> float:
     return sum(p.t_isolated * job.scale_factor for job, p in zip(jobs, profiles, strict=True))
 
 
-def job_records(jobs: list[TraceJob], profiles: list[JobProfile]) -> list[dict[str, Any]]:
+def job_records(jobs: list[Job], profiles: list[JobProfile]) -> list[dict[str, Any]]:
     return [
         {
             "id": i,
@@ -99,7 +99,7 @@ def job_records(jobs: list[TraceJob], profiles: list[JobProfile]) -> list[dict[s
     ]
 
 
-def summarize(jobs: list[TraceJob], profiles: list[JobProfile], gpus: int | None = None) -> dict[str, Any]:
+def summarize(jobs: list[Job], profiles: list[JobProfile], gpus: int | None = None) -> dict[str, Any]:
     work = gpu_seconds(jobs, profiles)
     summary: dict[str, Any] = {
         "jobs": len(jobs),

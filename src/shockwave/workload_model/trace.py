@@ -23,14 +23,15 @@ from __future__ import annotations
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shockwave.core.errors import InputError
 from shockwave.io.atomic import write_atomically
 from shockwave.io.text import TRACE_LIMIT, read_text
 from shockwave.workload_model.catalog import FAMILIES, MODES, split_job_type
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.throughput import ThroughputModel, knows
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,20 @@ class TraceJob:
     def batch_size(self) -> int:
         return split_job_type(self.job_type)[1]
 
+    def job(self) -> Job:
+        """What the drivers need of this line (how the reference launches it is for `write_trace` alone)."""
+        return Job(
+            model=self.model,
+            batch_size=self.batch_size,
+            scale_factor=self.scale_factor,
+            total_steps=self.total_steps,
+            arrival=self.arrival,
+            mode=self.mode,
+            priority_weight=self.priority_weight,
+            slo=self.slo,
+            duration=self.duration,
+        )
+
 
 def catalog_job(
     model: str, batch_size: int, gang: int, steps: int, mode: str, arrival: float, duration: int = 60
@@ -112,6 +127,12 @@ def catalog_job(
         duration=duration,
         arrival=arrival,
     )
+
+
+def catalog_line(job: Job) -> TraceJob:
+    """`job` as a trace line, launched as its catalog family is."""
+    line = catalog_job(job.model, job.batch_size, job.scale_factor, 0, job.mode, job.arrival, job.duration)
+    return replace(line, total_steps=job.total_steps, priority_weight=job.priority_weight, slo=job.slo)
 
 
 class TraceError(InputError):
@@ -367,7 +388,7 @@ def _check_against_catalog(parser: _LineParser, job: TraceJob, throughputs: Thro
             )
 
 
-def require_gangs_fit(jobs: list[TraceJob], gpus: int, path: str | Path) -> None:
+def require_gangs_fit(jobs: Sequence[Job] | Sequence[TraceJob], gpus: int, path: str | Path) -> None:
     """Every gang fits on a cluster of `gpus` GPUs, or an error naming the first job that does not."""
     too_big = [i for i, job in enumerate(jobs) if job.scale_factor > gpus]
     if too_big:

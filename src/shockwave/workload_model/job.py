@@ -1,0 +1,31 @@
+"""What a driver needs to know of a job, whoever describes it: a trace line, a service submission or a generator.
+
+A trace line also holds how the reference launches the job (command, folder, step flag); only `write_trace` reads
+those, so the scheduling loop, the simulator, the runtime and the service work on this description alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Job:
+    model: str
+    batch_size: int
+    """The batch size the job starts at."""
+    scale_factor: int
+    """GPUs in the job's gang."""
+    total_steps: int | float
+    """Whole steps, but a static job's may hold a fraction of a step (Gavel's generated jobs: run time x rate)."""
+    arrival: float
+    mode: str = "static"
+    priority_weight: float = 1.0
+    slo: float = -1.0
+    """SLO factor: the job should finish within this many times its duration (else its isolated time); -1: none."""
+    duration: int = 0
+    """The run time the trace's generator drew, in seconds (0 where it states none)."""
+
+    @property
+    def job_type(self) -> str:
+        return f"{self.model} (batch size {self.batch_size})"
