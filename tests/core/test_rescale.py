@@ -126,14 +126,18 @@ def test_a_measurement_for_a_type_the_job_cannot_use_is_ignored() -> None:
     assert rates_after_switch(rn18_at({"k80": 2.0}), 64, TABLE, {"v100": 9.0}) == {"k80": pytest.approx(1.5)}
 
 
-def test_none_when_the_model_lacks_the_new_batch_size() -> None:
-    # bs 128 is known on k80 only: v100 cannot be scaled
-    assert rates_after_switch(rn18_at({"v100": 5.0, "k80": 2.0}), 128, TABLE, {}) is None
-    # ... unless v100 was measured there: then k80 is scaled, 2 x 2/4 = 1
+def test_a_type_the_model_lacks_the_new_batch_size_on_is_left_out() -> None:
+    # bs 128 is known on k80 only: the job runs on there at 2 x 2/4 = 1, and no longer on v100
+    assert rates_after_switch(rn18_at({"v100": 5.0, "k80": 2.0}), 128, TABLE, {}) == {"k80": pytest.approx(1.0)}
+    # ... unless v100 was measured there: then the job keeps both
     assert rates_after_switch(rn18_at({"v100": 5.0, "k80": 2.0}), 128, TABLE, {"v100": 4.0}) == {
         "v100": 4.0,
         "k80": pytest.approx(1.0),
     }
+
+
+def test_none_when_no_type_knows_the_new_batch_size() -> None:
+    assert rates_after_switch(rn18_at({"v100": 5.0}), 128, TABLE, {}) is None
 
 
 def test_none_when_the_model_lacks_the_current_batch_size() -> None:

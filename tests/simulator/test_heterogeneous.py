@@ -56,3 +56,18 @@ def test_cli_reports_utilisation_per_type_and_a_window(workload: Path) -> None:
     bad, beyond = shockwave(*run, "--window", "30:10"), shockwave(*run, "--window", "0:41")
     assert bad.returncode == beyond.returncode == 2 and "Traceback" not in bad.stderr + beyond.stderr
     assert "--window" in bad.stderr and "0:40" in beyond.stderr
+
+
+@pytest.mark.parametrize("policy", ["shockwave", "max_min_fairness_perf"])
+def test_a_switch_to_a_size_one_type_cannot_run_is_refused_only_there(tmp_path: Path, policy: str) -> None:
+    """The wisr table has no K80 rate for ResNet-50 at batch size 128: the job still reaches 128, on the V100."""
+    from shockwave.workload_model.catalog import FAMILIES
+    from shockwave.workload_model.trace import catalog_job, write_trace
+
+    wisr = require_reference("throughputs", "wisr_throughputs.json")
+    trace = tmp_path / "rn50.trace"  # Accordion on ResNet-50 from batch size 64 goes to 128 after epoch 10
+    write_trace(
+        [catalog_job("ResNet-50", 64, 1, 12 * FAMILIES["ResNet-50"].iterations_per_epoch(64), "accordion", 0)], trace
+    )
+    result = simulate(trace, policy, "v100:1,k80:1", throughputs=wisr, mechanics="corrected")
+    assert result.complete and result.jobs[0].batch_size_changes == 1

@@ -161,7 +161,7 @@ def trace_check(
     if spec is not None:  # as simulate would refuse the trace on this cluster
         require_gpu_types(tm, spec.types)
         require_gangs_fit(jobs, spec.largest_pool, trace)
-    summary = summarize(jobs, profiles, None if spec is None else spec.gpus)
+    summary = summarize(jobs, profiles, tm, spec)
     types = (DEFAULT_GPU_TYPE,) if spec is None else spec.types
     estimated = estimates_among(tm, {(j.model, j.batch_size, j.scale_factor) for j in jobs}, types)
     if as_json:

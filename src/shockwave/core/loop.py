@@ -185,7 +185,8 @@ def rates_after_switch(
     job: JobState, batch_size: int, model: ThroughputModel, measured: Mapping[str, float]
 ) -> dict[str, float] | None:
     """The job's rate per GPU type at `batch_size`: measured there before, else its current rate scaled by the
-    throughput model's ratio between the two batch sizes, or None where the model does not know both.
+    throughput model's ratio between the two batch sizes. A type the model does not know both sizes on is left
+    out (the job no longer runs there: ResNet-50 at batch size 128 cannot run on a K80); None where no type is left.
 
     Scaling (rather than the model's absolute rate) matters on a real cluster, whose rates are not the table's; in
     a simulation the current rate is the model's, so the result is exactly the model's rate (x / x == 1).
@@ -199,6 +200,6 @@ def rates_after_switch(
             before = model.throughput(job.family.name, job.batch_size, job.scale_factor, gpu_type)
             after = model.throughput(job.family.name, batch_size, job.scale_factor, gpu_type)
         except UnknownThroughput:
-            return None
+            continue
         rates[gpu_type] = rate / before * after
-    return rates
+    return rates or None

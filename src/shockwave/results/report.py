@@ -38,11 +38,14 @@ def print_trace_summary(console: Console, trace: Path, summary: dict[str, Any]) 
         ("total work", f"{summary['total_gpu_hours']:.1f} GPU-hours"),
         ("arrivals", f"{lo:.0f} s to {hi:.0f} s"),
         ("isolated runtime", f"{t_lo / 3600:.2f} h to {t_hi / 3600:.2f} h"),
-        ("lower bound: max(arrival + T_iso)", f"{summary['lower_bound_arrival_plus_t_iso_s']:.0f} s"),
     ]
-    if "gpus" in summary:
+    if "lower_bound_arrival_plus_t_iso_s" in summary:
+        rows.append(("lower bound: max(arrival + time alone)", f"{summary['lower_bound_arrival_plus_t_iso_s']:.0f} s"))
+    if "lower_bound_work_over_gpus_s" in summary:
         rows.append((f"lower bound: work / {summary['gpus']} GPUs", f"{summary['lower_bound_work_over_gpus_s']:.0f} s"))
-        rows.append(("makespan lower bound", f"{summary['makespan_lower_bound_s']:.0f} s"))
+    if "makespan_lower_bound_s" in summary:
+        on = f" on {summary['cluster']} (fluid)" if "cluster" in summary else ""
+        rows.append((f"makespan lower bound{on}", f"{summary['makespan_lower_bound_s']:.0f} s"))
     for row in rows:
         table.add_row(*row)
     console.print(table)

@@ -282,7 +282,7 @@ class Simulator:
             if boundary >= ahead.total_steps or to_go > rate * (length - elapsed):
                 break
             rates = self._rates_after_switch(ahead, new_bs)
-            if rates is None:
+            if rates is None or gpu_type not in rates:  # the new size cannot run on these GPUs: at the round's end
                 break
             segments[-1].steps, segments[-1].train_s = to_go, to_go / rate
             elapsed += to_go / rate

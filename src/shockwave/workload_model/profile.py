@@ -32,6 +32,8 @@ class JobProfile:
 
     epochs: int
     runs: tuple[tuple[int, int, float], ...]
+    last_epoch_share: float = 1.0
+    """The part of its last epoch the job trains (its steps past whole epochs over an epoch's; 1: all of it)."""
 
     @cached_property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -45,6 +47,12 @@ class JobProfile:
     def t_isolated(self) -> float:
         # Summed epoch by epoch, as the reference does: n * d differs from it in the last bits.
         return sum(itertools.chain.from_iterable(itertools.repeat(d, n) for _, n, d in self.runs))
+
+    @cached_property
+    def least_seconds(self) -> float:
+        """Time alone without the part of the last epoch the job never trains: a bound T_iso (whole epochs, the
+        reference's, which rho keeps) is not, by up to an epoch per job."""
+        return self.t_isolated - (1.0 - self.last_epoch_share) * self.runs[-1][2]
 
 
 def isolated_time(job: Job, profile: JobProfile, throughputs: ThroughputModel, cluster: ClusterSpec) -> float:
@@ -74,8 +82,21 @@ def seconds_at(job: Job, profile: JobProfile, rate: Callable[[int], float]) -> f
     return total
 
 
+def least_seconds_at(job: Job, profile: JobProfile, rate: Callable[[int], float]) -> float:
+    """`seconds_at` without the part of the last epoch the job never trains (`JobProfile.least_seconds`)."""
+    whole = seconds_at(job, profile, rate)
+    if not math.isfinite(whole):
+        return whole
+    last = profile.runs[-1][0]
+    return whole - (1.0 - profile.last_epoch_share) * family(job.model).dataset_size / last / rate(last)
+
+
 def epochs_of(job: Job) -> int:
     return math.ceil(job.total_steps / family(job.model).iterations_per_epoch(job.batch_size))
+
+
+def _last_epoch_share(job: Job, epochs: int) -> float:
+    return min(1.0, job.total_steps / family(job.model).iterations_per_epoch(job.batch_size) - (epochs - 1))
 
 
 def build_profile(job: Job, throughputs: ThroughputModel, batch_sizes: list[int] | None = None) -> JobProfile:
@@ -95,7 +116,11 @@ def build_profile(job: Job, throughputs: ThroughputModel, batch_sizes: list[int]
             rate[bs] = throughputs.throughput(fam.name, bs, job.scale_factor)
         except UnknownThroughput as exc:
             raise InputError(f"cannot profile {job.job_type} ({job.mode}): {exc}") from None
-    return JobProfile(epochs=epochs, runs=tuple((bs, n, fam.dataset_size / bs / rate[bs]) for bs, n in runs))
+    return JobProfile(
+        epochs=epochs,
+        runs=tuple((bs, n, fam.dataset_size / bs / rate[bs]) for bs, n in runs),
+        last_epoch_share=_last_epoch_share(job, epochs),
+    )
 
 
 def schedule_from_switches(job: Job, switches: list[list[int]]) -> list[int]:

@@ -11,7 +11,7 @@ from scipy.optimize import linprog
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.profile import JobProfile, seconds_at
+from shockwave.workload_model.profile import JobProfile, least_seconds_at
 from shockwave.workload_model.throughput import ThroughputModel, rate_or_zero
 
 ARRIVAL_CUTS = 21
@@ -19,10 +19,11 @@ ARRIVAL_CUTS = 21
 
 
 def makespan_lower_bound(jobs: list[Job], profiles: list[JobProfile], gpus: int | None) -> float:
-    """No schedule can end before the slowest job could finish alone, nor before all work fits on the GPUs."""
-    bound = max(job.arrival + p.t_isolated for job, p in zip(jobs, profiles, strict=True))
+    """No schedule can end before the slowest job could finish alone, nor before all work fits on the GPUs (each
+    job's work counted to its last step, not to the end of its last epoch)."""
+    bound = max(job.arrival + p.least_seconds for job, p in zip(jobs, profiles, strict=True))
     if gpus:
-        bound = max(bound, gpu_seconds(jobs, profiles) / gpus)
+        bound = max(bound, least_gpu_seconds(jobs, profiles) / gpus)
     return bound
 
 
@@ -71,14 +72,21 @@ def cluster_makespan_lower_bound(
 
 
 def _time_alone(job: Job, profile: JobProfile, throughputs: ThroughputModel, gpu_type: str, gpus: int) -> float:
-    """The job's epochs at their planned batch sizes, alone on a gang of `gpu_type` (inf where it cannot run)."""
+    """The job's epochs at their planned batch sizes, to its last step, alone on a gang of `gpu_type` (inf where it
+    cannot run)."""
     if job.scale_factor > gpus:
         return np.inf
-    return seconds_at(job, profile, lambda bs: rate_or_zero(throughputs, job.model, bs, job.scale_factor, gpu_type))
+    return least_seconds_at(
+        job, profile, lambda bs: rate_or_zero(throughputs, job.model, bs, job.scale_factor, gpu_type)
+    )
 
 
 def gpu_seconds(jobs: list[Job], profiles: list[JobProfile]) -> float:
     return sum(p.t_isolated * job.scale_factor for job, p in zip(jobs, profiles, strict=True))
+
+
+def least_gpu_seconds(jobs: list[Job], profiles: list[JobProfile]) -> float:
+    return sum(p.least_seconds * job.scale_factor for job, p in zip(jobs, profiles, strict=True))
 
 
 def job_records(jobs: list[Job], profiles: list[JobProfile]) -> list[dict[str, Any]]:
@@ -99,20 +107,29 @@ def job_records(jobs: list[Job], profiles: list[JobProfile]) -> list[dict[str, A
     ]
 
 
-def summarize(jobs: list[Job], profiles: list[JobProfile], gpus: int | None = None) -> dict[str, Any]:
-    work = gpu_seconds(jobs, profiles)
+def summarize(
+    jobs: list[Job], profiles: list[JobProfile], throughputs: ThroughputModel, cluster: ClusterSpec | None = None
+) -> dict[str, Any]:
+    """The trace's mix and work (GPU-hours on the profiles' type), and the makespan lower bounds: with a `cluster`
+    the one `simulate` reports (`cluster_makespan_lower_bound`); on several types only that one, since a job's time
+    alone on one type bounds nothing when another type runs it faster."""
     summary: dict[str, Any] = {
         "jobs": len(jobs),
         "models": dict(sorted(Counter(j.model for j in jobs).items())),
         "scale_factors": {str(k): v for k, v in sorted(Counter(j.scale_factor for j in jobs).items())},
         "modes": dict(sorted(Counter(j.mode for j in jobs).items())),
-        "total_gpu_hours": work / 3600,
+        "total_gpu_hours": gpu_seconds(jobs, profiles) / 3600,
         "arrival_span_s": [min(j.arrival for j in jobs), max(j.arrival for j in jobs)],
         "t_isolated_range_s": [min(p.t_isolated for p in profiles), max(p.t_isolated for p in profiles)],
-        "lower_bound_arrival_plus_t_iso_s": makespan_lower_bound(jobs, profiles, None),
     }
-    if gpus:
-        summary["gpus"] = gpus
-        summary["lower_bound_work_over_gpus_s"] = work / gpus
-        summary["makespan_lower_bound_s"] = makespan_lower_bound(jobs, profiles, gpus)
+    one_type = cluster is None or len(cluster.pools) == 1
+    if one_type:
+        summary["lower_bound_arrival_plus_t_iso_s"] = makespan_lower_bound(jobs, profiles, None)
+    if cluster is not None:
+        summary["gpus"] = cluster.gpus
+        if one_type:
+            summary["lower_bound_work_over_gpus_s"] = least_gpu_seconds(jobs, profiles) / cluster.gpus
+        else:
+            summary["cluster"] = cluster.describe()
+        summary["makespan_lower_bound_s"] = cluster_makespan_lower_bound(jobs, profiles, cluster, throughputs)
     return summary
