@@ -47,9 +47,10 @@ bench: $(STAMP)
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py
 
-# README's results table, regenerated from the simulations themselves (tests check its 120-job rows).
+# README's results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
 readme-tables: $(STAMP)
 	$(BIN)/python benchmarks/readme_tables.py
+	$(BIN)/python benchmarks/types_table.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

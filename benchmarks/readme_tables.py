@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -92,29 +93,49 @@ def render(by_trace: dict[str, list[str]], versions: dict[str, str]) -> str:
     return "\n".join([*head, *(line for name in TRACES if name in by_trace for line in by_trace[name]), END])
 
 
-def main() -> None:
-    from shockwave.results.provenance import library_versions
-
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="compare with README.md instead of rewriting it")
-    parser.add_argument("--traces", default=",".join(TRACES), help=f"comma-separated, of {', '.join(TRACES)}")
-    parser.add_argument("-j", type=int, default=2, help="simulations at once")
-    args = parser.parse_args()
-    names = args.traces.split(",")
+def update_readme(
+    markers: tuple[str, str],
+    names: list[str],
+    every: list[str],
+    generated: dict[str, list[str]],
+    render: Callable[[dict[str, list[str]]], str],
+    *,
+    check: bool,
+) -> None:
+    """Rewrite README's table between `markers` with `render(generated)`, or with `check` only report (exit 1) the
+    generated lines README lacks; rewriting needs every one of `every`."""
     text = README.read_text()
-    if BEGIN not in text or END not in text:
-        sys.exit(f"{README}: the results-table markers are missing")
-    generated = table(names, args.j)
-    if args.check:
+    begin, end = markers
+    if begin not in text or end not in text:
+        sys.exit(f"{README}: the markers {begin!r} and {end!r} are missing")
+    if check:
         stale = [line for lines in generated.values() for line in lines if line not in text]
         for line in stale:
             print(f"README.md lacks: {line}")
         sys.exit(1 if stale else 0)
-    if set(names) != set(TRACES):
+    if set(names) != set(every):
         sys.exit("rewriting README needs every trace (drop --traces)")
-    start, end = text.index(BEGIN), text.index(END) + len(END)
-    README.write_text(text[:start] + render(generated, library_versions()) + text[end:])
-    print(f"rewrote the results table in {README}")
+    start, stop = text.index(begin), text.index(end) + len(end)
+    README.write_text(text[:start] + render(generated) + text[stop:])
+    print(f"rewrote the table between {begin} and {end} in {README}")
+
+
+def arguments(traces: list[str], description: str | None = __doc__) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--check", action="store_true", help="compare with README.md instead of rewriting it")
+    parser.add_argument("--traces", default=",".join(traces), help=f"comma-separated, of {', '.join(traces)}")
+    parser.add_argument("-j", type=int, default=2, help="simulations at once")
+    return parser.parse_args()
+
+
+def main() -> None:
+    from shockwave.results.provenance import library_versions
+
+    args = arguments(list(TRACES))
+    names = args.traces.split(",")
+    generated = table(names, args.j)
+    versions = library_versions()
+    update_readme((BEGIN, END), names, list(TRACES), generated, lambda g: render(g, versions), check=args.check)
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ class RoundPlan:
 
 
 def validate_plan(plan: RoundPlan, cluster: ClusterSpec, jobs: Mapping[int, JobState], policy: str) -> None:
-    """Raise PlanError unless every job is active and planned once, on its whole gang, on GPUs the cluster has."""
+    """Raise PlanError unless every job is active and planned once, on its whole gang, on GPUs the cluster has and
+    it can run on at its batch size."""
 
     def refuse(why: str) -> PlanError:
         return PlanError(f"policy {policy!r} planned an impossible round: {why}")
@@ -66,6 +67,8 @@ def validate_plan(plan: RoundPlan, cluster: ClusterSpec, jobs: Mapping[int, JobS
             seen.add(job)
             if jobs[job].scale_factor != assignment.gpus:
                 raise refuse(f"job {job} needs a gang of {jobs[job].scale_factor} GPUs, given {assignment.gpus}")
+            if not jobs[job].rates.get(assignment.gpu_type, 0.0) > 0:
+                raise refuse(f"job {job} cannot run on {assignment.gpu_type} at batch size {jobs[job].batch_size}")
     for gpu_type, used in plan.gpus_by_type().items():
         if used > cluster.pool(gpu_type).gpus:
             raise refuse(f"{used} {gpu_type} GPUs planned, the cluster has {cluster.pool(gpu_type).gpus}")

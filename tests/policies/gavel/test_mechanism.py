@@ -412,7 +412,10 @@ def plan_of(*assignments: tuple[tuple[int, ...], str, int]) -> RoundPlan:
 
 @pytest.fixture
 def jobs() -> dict[int, JobState]:
-    return {0: make_job(0, gang=1), 1: make_job(1, gang=1), 2: make_job(2, gang=2), 3: make_job(3, gang=1)}
+    made = {0: make_job(0, gang=1), 1: make_job(1, gang=1), 2: make_job(2, gang=2), 3: make_job(3, gang=1)}
+    for job in made.values():
+        job.rates["k80"] = 2.5
+    return made
 
 
 def test_valid_plans_pass(jobs: dict[int, JobState]) -> None:
@@ -445,6 +448,13 @@ def test_each_impossible_plan_is_refused(
     with pytest.raises(PlanError, match=r"^policy 'mine' planned an impossible round: ") as refused:
         validate_plan(plan_of(*assignments), ClusterSpec.of(4), jobs, "mine")
     assert why in str(refused.value)
+
+
+def test_a_job_planned_where_it_cannot_run_is_refused(jobs: dict[int, JobState]) -> None:
+    """A batch-size switch can leave a job without a rate on a type (ResNet-50 at 128 on a K80)."""
+    del jobs[0].rates["k80"]
+    with pytest.raises(PlanError, match="job 0 cannot run on k80 at batch size 32"):
+        validate_plan(plan_of(((0,), "k80", 1)), ClusterSpec.parse("v100:4,k80:2"), jobs, "mine")
 
 
 # -- ClusterSpec.parse ---------------------------------------------------------------------------------------------

@@ -168,6 +168,18 @@ def test_a_job_that_can_only_run_on_one_type_gets_no_speed_elsewhere() -> None:
     assert forecast.remaining_runtime(0.0) == pytest.approx(2 * 10.0 / 0.25)
 
 
+def test_a_type_that_cannot_run_the_new_batch_size_keeps_the_forecast_finite() -> None:
+    """After a switch to a batch size K80 cannot run (its slowdown there is inf), rounds measured on K80 before
+    calibrate nothing: the forecast stays finite (it was NaN, and the market refused the job)."""
+    forecast = JobForecast(JobProfile(4, ((32, 2, 10.0), (64, 2, 6.0))), 3200, 0.0, {"v100": 0.5, "k80": 0.5})
+    forecast.observe(0, 32, {"v100": 10.0, "k80": 2.5})
+    forecast.record(100, 60.0, 32, "k80")
+    forecast.observe(2, 64, {"v100": 10.0})
+    assert forecast.calibration("k80") == 1.0
+    assert np.isfinite(forecast.remaining_runtime(2.0))
+    assert forecast.speeds(64).tolist()[1] == 0.0
+
+
 class _Rates:
     """10 steps/s on V100, 2.5 on K80, whatever the job."""
 

@@ -222,11 +222,11 @@ def solve_greedy(
         return None
     counts, welfare = greedy.take(greedy.by_density, greedy.best_makespan())
     objective, makespan = greedy.objective(counts)
-    counts = _prefer_completion(greedy, counts, welfare, makespan, config, inputs.round_cap)
+    counts = prefer_completion(greedy, counts, welfare, makespan, config, inputs.round_cap)
     return MarketSolution(counts[:, None], objective, fairness)
 
 
-def _prefer_completion(
+def prefer_completion(
     greedy: Greedy, counts: np.ndarray, welfare: float, makespan: int, config: ShockwaveConfig, cap: np.ndarray
 ) -> np.ndarray:
     """Among plans keeping M and (1 - welfare_slack) of the welfare, one giving rounds to jobs closest to finishing:

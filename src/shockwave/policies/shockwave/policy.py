@@ -37,6 +37,7 @@ from shockwave.policies.shockwave.market import (
 )
 from shockwave.policies.shockwave.packing import Placed, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
+from shockwave.policies.shockwave.typed_greedy import solve_typed_greedy
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,10 @@ class ShockwavePolicy(Policy):
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
             offset = 0
-        placed = [(j, t) for j, t in self.rounds[offset] if j in view.jobs]
+        planned = [(j, t) for j, t in self.rounds[offset] if j in view.jobs]
+        placed = [(j, t) for j, t in planned if view.jobs[j].rates.get(t, 0.0) > 0]
+        if len(placed) < len(planned):  # a job switched to a batch size it cannot run there: plan it anew
+            self.job_set_changed = True
         self.last_run = dict(placed)
         return RoundPlan(tuple(Assignment((j,), t, view.jobs[j].scale_factor) for j, t in placed))
 
@@ -269,16 +273,19 @@ class ShockwavePolicy(Policy):
         return solution
 
     def _greedy(self, inputs: MarketInputs, exact: bool) -> bool:
-        """Whether the window is solved by `greedy.py`: one GPU type and at least `greedy_jobs` active jobs."""
-        return not exact and len(inputs.capacities) == 1 and inputs.jobs >= self.config.greedy_jobs
+        """Whether the window is solved greedily (`greedy.py`, on several types `typed_greedy.py`): from
+        `greedy_jobs` active jobs."""
+        return not exact and inputs.jobs >= self.config.greedy_jobs
 
     def _window(
         self, inputs: MarketInputs, view: FairnessView, fairness: Fairness, start: np.ndarray, exact: bool
     ) -> MarketSolution | None:
-        """HiGHS, or from `greedy_jobs` active jobs on one GPU type the greedy solution, critical jobs first."""
+        """HiGHS, or from `greedy_jobs` active jobs the greedy solution, critical jobs first."""
         cfg = self.config
         if self._greedy(inputs, exact):
             late, urgency = view.late(cfg.rhomax), view.urgency(cfg.lam, cfg.rhomax)
+            if len(inputs.capacities) > 1:
+                return solve_typed_greedy(inputs, cfg, fairness, late, urgency)
             first = critical_floor(inputs, late, urgency, cfg.makespan_share, cfg.late_share)
             return solve_greedy(inputs, cfg, fairness, first)
         return solve_market(inputs, cfg, fairness, start=start, exact=exact)

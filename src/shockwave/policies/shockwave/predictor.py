@@ -147,7 +147,7 @@ class JobForecast(KeepsState):
             if bs in self.profiled_duration:
                 measured += seconds
                 profiled += samples / self.dataset_size * self.profiled_duration[bs]
-        if profiled <= 0:
+        if profiled <= 0 or math.isinf(self.slowdown[gpu_type]):  # nothing to scale where it cannot run now
             return 1.0
         profiled *= self.slowdown[gpu_type]
         if abs(measured - profiled) / profiled <= CALIBRATION_TOLERANCE:

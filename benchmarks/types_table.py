@@ -1,0 +1,83 @@
+"""README's table of Shockwave against every heterogeneity-aware baseline on several GPU types, generated so it
+cannot go stale (`make readme-tables` rewrites it; `--check` only compares and exits 1 when README differs).
+
+The released 120-, 220- and 460-job traces with the wisr table (V100, P100 and K80 rates), under corrected
+mechanics, each on a cluster of three types; Shockwave with the reference configuration for the cluster's size. The
+table sits between the two markers below in README.md.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+from readme_tables import MIX, REFERENCE, arguments, update_readme
+
+BEGIN, END = "<!-- types-table:begin (make readme-tables) -->", "<!-- types-table:end -->"
+CASES = {
+    "120": (f"120_0.2_5_100_40_25_{MIX}", "v100:16,p100:8,k80:8", "tacc_32gpus"),
+    "220": (f"220_0.2_5_100_25_4_{MIX}", "v100:32,p100:16,k80:16", "scale_64gpus"),
+    "460": (f"460_0.2_5_100_10_1_{MIX}", "v100:36,p100:36,k80:36", "scale_128gpus"),
+}
+POLICIES = ("shockwave", "themis", "max_min_fairness_perf", "finish_time_fairness_perf", "min_total_duration_perf")
+
+
+def _simulate(name: str, policy: str) -> dict[str, Any]:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import simulate
+
+    trace, cluster, config = CASES[name]
+    hyper = (
+        ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{config}.json") if policy == "shockwave" else None
+    )
+    result, _ = simulate(
+        REFERENCE / "traces" / trace,
+        policy,
+        ClusterSpec.parse(cluster),
+        preset("corrected"),
+        REFERENCE / "throughputs" / "wisr_throughputs.json",
+        hyper,
+    )
+    return result
+
+
+def rows(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
+    _, cluster, _ = CASES[name]
+    bound = results["shockwave"]["makespan_lower_bound_s"]
+    lines = []
+    for policy in POLICIES:
+        r = results[policy]
+        first = f"{name} jobs, {cluster} (bound {bound:,.0f} s)" if policy == POLICIES[0] else ""
+        lines.append(
+            f"| {first} | {policy} | {r['makespan_s']:,.0f} | {r['avg_jct_s']:,.0f} | {r['worst_ftf']:.2f} | "
+            f"{100 * r['unfair_fraction']:.1f}% |"
+        )
+    return lines
+
+
+def table(names: list[str], workers: int) -> dict[str, list[str]]:
+    jobs = [(name, policy) for name in names for policy in POLICIES]
+    with ProcessPoolExecutor(workers) as pool:
+        done = dict(zip(jobs, pool.map(_simulate, *zip(*jobs, strict=True)), strict=True))
+    return {name: rows(name, {p: done[(n, p)] for n, p in jobs if n == name}) for name in names}
+
+
+def render(by_trace: dict[str, list[str]]) -> str:
+    head = [
+        BEGIN,
+        "| trace, cluster (fluid makespan bound) | policy | makespan s | avg JCT s | worst rho | unfair |",
+        "|---|---|---|---|---|---|",
+    ]
+    return "\n".join([*head, *(line for name in CASES if name in by_trace for line in by_trace[name]), END])
+
+
+def main() -> None:
+    args = arguments(list(CASES), __doc__)
+    names = args.traces.split(",")
+    update_readme((BEGIN, END), names, list(CASES), table(names, args.j), render, check=args.check)
+
+
+if __name__ == "__main__":
+    main()
