@@ -58,6 +58,21 @@ def test_cli_reports_utilisation_per_type_and_a_window(workload: Path) -> None:
     assert "--window" in bad.stderr and "0:40" in beyond.stderr
 
 
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_finishes_jobs_whose_switch_takes_a_type_away(tmp_path: Path, policy: str) -> None:
+    """Four ResNet-50 jobs on mostly K80s switch to batch size 128, which K80s cannot run: a plan (a lease, a kept
+    type, a window planned ahead) must not keep them there."""
+    from shockwave.workload_model.catalog import FAMILIES
+    from shockwave.workload_model.trace import catalog_job, write_trace
+
+    wisr = require_reference("throughputs", "wisr_throughputs.json")
+    trace = tmp_path / "rn50.trace"
+    steps = 12 * FAMILIES["ResNet-50"].iterations_per_epoch(64)
+    write_trace([catalog_job("ResNet-50", 64, 1, steps, "accordion", 600.0 * i) for i in range(4)], trace)
+    result = simulate(trace, policy, "v100:1,k80:3", throughputs=wisr, mechanics="corrected", round_seconds=600)
+    assert result.complete and sum(job.batch_size_changes for job in result.jobs) >= 2
+
+
 @pytest.mark.parametrize("policy", ["shockwave", "max_min_fairness_perf"])
 def test_a_switch_to_a_size_one_type_cannot_run_is_refused_only_there(tmp_path: Path, policy: str) -> None:
     """The wisr table has no K80 rate for ResNet-50 at batch size 128: the job still reaches 128, on the V100."""

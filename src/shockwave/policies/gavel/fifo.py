@@ -44,8 +44,8 @@ class Fifo(KeepsState):
         if self.reference_quirks:
             self._allocate_as_the_reference(inputs)
             return one_hot(inputs, self.running)
-        active = set(inputs.job_ids)
-        self.running = {j: t for j, t in self.running.items() if j in active}
+        active = set(inputs.job_ids)  # a job that switched to a batch size its type cannot run is placed anew
+        self.running = {j: t for j, t in self.running.items() if j in active and inputs.throughputs[j][t] > 0}
         free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
         for j, t in self.running.items():
             free[t] -= inputs.scale_factors[j]

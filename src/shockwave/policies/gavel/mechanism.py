@@ -166,6 +166,12 @@ EntryKeys = Annotated[set[EntryKey], PlainSerializer(_sorted_keys)]
 """A set of entries, kept as their sorted keys (the same list whatever order the set was built in)."""
 
 
+def _lost_a_type(before: _Table, rates: dict[str, np.ndarray]) -> bool:
+    """Whether a job that could run on a type alone can no longer (pairs' rates are the allocator's to weigh)."""
+    alone = np.array([not isinstance(e, tuple) for e in before.entries], dtype=bool)
+    return any(bool((alone & (before.rates[t] > 0) & (rates[t] <= 0)).any()) for t in rates)
+
+
 def type_order(cluster: ClusterSpec) -> list[str]:
     known = [t for t in TYPE_ORDER if t in cluster.types]
     return known + sorted(t for t in cluster.types if t not in TYPE_ORDER)
@@ -321,6 +327,8 @@ class GavelPolicy(Policy):
                 for t in types
             }
             gangs = [jobs[members(e)[0]].scale_factor for e in entries]
+            if self._cached is not None and self._cached.entries == entries and _lost_a_type(self._cached, rates):
+                self.needs_realloc = True  # a batch-size switch left a job without a rate where it was allocated
             self._cached = _Table(signature, entries, [members(e) for e in entries], gangs, rates, pairs)
         return self._cached
 

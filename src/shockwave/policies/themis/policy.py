@@ -124,7 +124,11 @@ class ThemisPolicy(Policy):
             self._auction(view, rhos, r_iso)
         assert self.period_start is not None
         period_end = self.period_start + self.lease_rounds(view)
-        self.leases = {j: lease for j, lease in self.leases.items() if j in view.jobs and now_round < lease[1]}
+        self.leases = {  # a lease also ends when its job switched to a batch size it cannot run there
+            j: lease
+            for j, lease in self.leases.items()
+            if j in view.jobs and now_round < lease[1] and view.jobs[j].rate(lease[0]) > 0
+        }
         free = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
         assignments: list[Assignment] = []
         holders = sorted(self.leases, key=lambda j: (self.roles.get(j) != WINNER, -rhos[j], j))
