@@ -150,26 +150,32 @@ def pack_types(
     on the round before when it still has rounds there, else on the type it has most rounds left on (so a job moves
     between types at most once per plan, and never without the market having granted it rounds there). Never
     fails: a job that must run but finds no room loses that round (the next solve gives it again)."""
-    left = by_type.astype(int).copy()
-    weight = _copy_weight(left.sum(axis=1), urgency)
-    by_weight = [int(j) for j in np.lexsort((np.arange(len(left)), -weight)) if left[j].sum() > 0]
+    weight = _copy_weight(by_type.sum(axis=1), urgency)
+    left = by_type.astype(int).tolist()  # plain lists: the loops below read one element at a time
+    total, gang, types = [sum(row) for row in left], sizes.astype(int).tolist(), range(len(capacities))
+    by_weight = [int(j) for j in np.lexsort((np.arange(len(left)), -weight)) if total[j] > 0]
+    smallest = min((gang[j] for j in by_weight), default=0)
     layout: list[list[Placed]] = []
     for h in range(rounds):
         remaining = rounds - h
-        total = left.sum(axis=1)
         must = [j for j in by_weight if total[j] >= remaining]
         rest = sorted((j for j in by_weight if 0 < total[j] < remaining), key=lambda j: (not late[j], j not in before))
         free = list(capacities)
         placed: list[Placed] = []
         for j in must + rest:
-            options = [t for t in range(len(free)) if left[j, t] > 0 and sizes[j] <= free[t]]
+            if total[j] < remaining and max(free) < smallest:
+                break  # the round is full: what is left of it is jobs that may wait
+            row = left[j]
+            options = [t for t in types if row[t] > 0 and gang[j] <= free[t]]
             if options:
-                t = before[j] if before.get(j) in options else max(options, key=lambda t: (left[j, t], -t))
+                t = before[j] if before.get(j) in options else max(options, key=lambda t: (row[t], -t))
                 placed.append((j, t))
-                free[t] -= int(sizes[j])
-                left[j, t] -= 1
+                free[t] -= gang[j]
+                row[t] -= 1
+                total[j] -= 1
             elif total[j] >= remaining:
-                left[j, int(np.argmax(left[j]))] -= 1
+                row[row.index(max(row))] -= 1
+                total[j] -= 1
         layout.append(placed)
         before = dict(placed)
     return layout
@@ -184,21 +190,23 @@ def fill_types(
 ) -> list[list[Placed]]:
     """`fill` on several types: idle GPUs go to jobs not in the round, longest predicted remaining runtime first,
     each on the type with room where it runs fastest (ties: the cluster's order)."""
-    longest_first = np.lexsort((np.arange(len(remaining_s)), -remaining_s))
+    longest_first = np.lexsort((np.arange(len(remaining_s)), -remaining_s)).tolist()
+    gang, speed, types = sizes.astype(int).tolist(), speeds.tolist(), range(len(capacities))
+    smallest = min(gang, default=1)
     filled = []
     for placed in layout:
         free = list(capacities)
         for j, t in placed:
-            free[t] -= int(sizes[j])
+            free[t] -= gang[j]
         present = {j for j, _ in placed}
         extra: list[Placed] = []
         for j in longest_first:
-            if max(free) <= 0:
-                break
-            options = [t for t in range(len(free)) if speeds[j, t] > 0 and sizes[j] <= free[t]]
+            if max(free) < smallest:
+                break  # no gang fits what is left
+            options = [t for t in types if speed[j][t] > 0 and gang[j] <= free[t]]
             if j not in present and options:
-                t = max(options, key=lambda t: (speeds[j, t], -t))
-                extra.append((int(j), t))
-                free[t] -= int(sizes[j])
+                t = max(options, key=lambda t: (speed[j][t], -t))
+                extra.append((j, t))
+                free[t] -= gang[j]
         filled.append(placed + extra)
     return filled

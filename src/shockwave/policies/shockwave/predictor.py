@@ -120,13 +120,15 @@ class JobForecast(KeepsState):
         to the first type the job runs on, when the cluster lacks it) become each type's slowdown.
         """
         upto = min(progress, self.epochs - 1) + 1
+        before = (len(self.observed), self.slowdown, self.nominal_duration.get(batch_size))
         self.observed.extend([batch_size] * (upto - len(self.observed)))
-        self._invalidate()
         base = rates.get(PROFILE_TYPE, 0.0) or next((r for r in rates.values() if r > 0), 0.0)
         if base > 0:
             self.slowdown = {t: base / r if (r := rates.get(t, 0.0)) > 0 else math.inf for t in self.shares}
             if batch_size not in self.profiled_duration:
                 self.nominal_duration[batch_size] = self.dataset_size / batch_size / base
+        if (len(self.observed), self.slowdown, self.nominal_duration.get(batch_size)) != before:
+            self._invalidate()  # else every forecast cached since the job last reported still holds
 
     def record(self, steps: int, seconds: float, batch_size: int, gpu_type: str | None = None) -> None:
         """A round the job ran on `gpu_type` (default: the first): `steps` global minibatches of `batch_size`
