@@ -8,10 +8,9 @@ table sits between the two markers below in README.md.
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from readme_tables import MIX, REFERENCE, arguments, update_readme
+from readme_tables import MIX, arguments, simulate_all, update_readme
 
 BEGIN, END = "<!-- types-table:begin (make readme-tables) -->", "<!-- types-table:end -->"
 CASES = {
@@ -20,27 +19,6 @@ CASES = {
     "460": (f"460_0.2_5_100_10_1_{MIX}", "v100:36,p100:36,k80:36", "scale_128gpus"),
 }
 POLICIES = ("shockwave", "themis", "max_min_fairness_perf", "finish_time_fairness_perf", "min_total_duration_perf")
-
-
-def _simulate(name: str, policy: str) -> dict[str, Any]:
-    from shockwave.core.cluster import ClusterSpec
-    from shockwave.policies.shockwave.config import ShockwaveConfig
-    from shockwave.simulator.mechanics import preset
-    from shockwave.simulator.run import simulate
-
-    trace, cluster, config = CASES[name]
-    hyper = (
-        ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{config}.json") if policy == "shockwave" else None
-    )
-    result, _ = simulate(
-        REFERENCE / "traces" / trace,
-        policy,
-        ClusterSpec.parse(cluster),
-        preset("corrected"),
-        REFERENCE / "throughputs" / "wisr_throughputs.json",
-        hyper,
-    )
-    return result
 
 
 def rows(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
@@ -59,8 +37,8 @@ def rows(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
 
 def table(names: list[str], workers: int) -> dict[str, list[str]]:
     jobs = [(name, policy) for name in names for policy in POLICIES]
-    with ProcessPoolExecutor(workers) as pool:
-        done = dict(zip(jobs, pool.map(_simulate, *zip(*jobs, strict=True)), strict=True))
+    runs = [(CASES[n][0], "wisr", CASES[n][1], "corrected", CASES[n][2], p) for n, p in jobs]
+    done = dict(zip(jobs, simulate_all(runs, workers), strict=True))
     return {name: rows(name, {p: done[(n, p)] for n, p in jobs if n == name}) for name in names}
 
 
@@ -76,7 +54,7 @@ def render(by_trace: dict[str, list[str]]) -> str:
 def main() -> None:
     args = arguments(list(CASES), __doc__)
     names = args.traces.split(",")
-    update_readme((BEGIN, END), names, list(CASES), table(names, args.j), render, check=args.check)
+    update_readme((BEGIN, END), table(names, args.j), render, check=args.check)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.loop import rates_after_switch
 from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.workload_model.catalog import FAMILIES
@@ -21,7 +22,7 @@ LM_IPE = {5: 11935, 80: 746}
 
 
 def make_job(model: str, batch_size: int, total_steps: int, steps_done: int = 0, gang: int = 1) -> JobState:
-    spec = catalog_job(model, batch_size, gang, total_steps, "static", 0.0)
+    spec = catalog_job(model, batch_size, gang, total_steps, "static", 0.0).job()
     job = JobState.admit(0, spec, build_profile(spec, load_throughputs(None)), rates={"v100": 10.0})
     job.steps_done = steps_done
     return job
@@ -134,6 +135,19 @@ def test_a_type_the_model_lacks_the_new_batch_size_on_is_left_out() -> None:
         "v100": 4.0,
         "k80": pytest.approx(1.0),
     }
+
+
+def test_none_when_the_types_left_cannot_hold_the_gang() -> None:
+    # bs 128 is known on k80 only, and the cluster's single k80 cannot hold a gang of 2
+    job = make_job("ResNet-18", 32, 15630, gang=2)
+    job.rates = {"v100": 5.0, "k80": 2.0}
+    table = TableThroughputs(
+        {("v100", "ResNet-18", 32, 2): 10.0, ("k80", "ResNet-18", 32, 2): 4.0, ("k80", "ResNet-18", 128, 2): 2.0},
+        name="gangs of 2",
+    )
+    assert rates_after_switch(job, 128, table, {}) == {"k80": pytest.approx(1.0)}
+    assert rates_after_switch(job, 128, table, {}, ClusterSpec.parse("v100:4,k80:1")) is None
+    assert rates_after_switch(job, 128, table, {}, ClusterSpec.parse("v100:4,k80:2")) == {"k80": pytest.approx(1.0)}
 
 
 def test_none_when_no_type_knows_the_new_batch_size() -> None:

@@ -90,7 +90,7 @@ def test_a_job_asks_for_a_batch_size_and_resumes_at_it_from_its_checkpoint(
 ) -> None:
     """What the runtime does with such a job, without Ray: the first lease ends at an epoch boundary with a
     request; the step count is converted keeping the epochs done; the second lease finishes at the new size."""
-    spec = catalog_job(model, bs, gang, family(model).iterations_per_epoch(bs) * epochs, mode, 0.0)
+    spec = catalog_job(model, bs, gang, family(model).iterations_per_epoch(bs) * epochs, mode, 0.0).job()
     state = JobState.admit(0, spec, build_profile(spec, load_throughputs(None)), 1.0)
     command = [*TRAIN, "--family", model, "--mode", mode, "--seed", "3"]
     first = run_lease(command, lease_terms(model, bs, state.total_steps), gang, tmp_path)

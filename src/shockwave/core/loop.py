@@ -182,11 +182,16 @@ def colocation_from(model: ThroughputModel) -> Colocation:
 
 
 def rates_after_switch(
-    job: JobState, batch_size: int, model: ThroughputModel, measured: Mapping[str, float]
+    job: JobState,
+    batch_size: int,
+    model: ThroughputModel,
+    measured: Mapping[str, float],
+    cluster: ClusterSpec | None = None,
 ) -> dict[str, float] | None:
     """The job's rate per GPU type at `batch_size`: measured there before, else its current rate scaled by the
     throughput model's ratio between the two batch sizes. A type the model does not know both sizes on is left
-    out (the job no longer runs there: ResNet-50 at batch size 128 cannot run on a K80); None where no type is left.
+    out (the job no longer runs there: ResNet-50 at batch size 128 cannot run on a K80); None where no type is left,
+    or none of the `cluster`'s pools left holds the job's gang.
 
     Scaling (rather than the model's absolute rate) matters on a real cluster, whose rates are not the table's; in
     a simulation the current rate is the model's, so the result is exactly the model's rate (x / x == 1).
@@ -202,4 +207,6 @@ def rates_after_switch(
         except UnknownThroughput:
             continue
         rates[gpu_type] = rate / before * after
+    if cluster is not None and not any(job.scale_factor <= cluster.pool(t).gpus for t in rates):
+        return None
     return rates or None

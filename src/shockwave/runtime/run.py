@@ -116,7 +116,7 @@ def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
         dataclasses.replace(
             job,
             arrival=job.arrival / time_scale,
-            duration=max(1, round(job.duration / time_scale)),
+            duration=max(1, round(job.duration / time_scale)) if job.duration > 0 else 0,  # 0: none stated
             total_steps=max(1, math.ceil(job.total_steps / time_scale)),
         )
         for job in jobs

@@ -442,11 +442,12 @@ class RuntimeScheduler:
         """The job asked for `batch_size` (at a checkpoint): convert its progress, keeping the epochs it has done.
 
         Until the job reports at the new batch size its rate on each type is the one measured there before, else
-        the current one scaled as the throughput model scales it (`rates_after_switch`), else the current one: the
-        job has switched whatever the model knows.
+        the current one scaled as the throughput model scales it (`rates_after_switch`, which leaves out a type the
+        model does not know the new size on), else, where no type is left, the current one: the job has switched
+        whatever the model knows.
         """
         known = _measured_at(record, batch_size)
-        rates = rates_after_switch(state, batch_size, self.throughputs, known) or dict(state.rates)
+        rates = rates_after_switch(state, batch_size, self.throughputs, known, self.cluster) or dict(state.rates)
         rates = self._calibrated(state.family.name, state.scale_factor, batch_size, rates, record)
         self.loop.switch_batch_size(state, batch_size, rates, round_up_progress=False)
         record.steps, record.total_steps, record.batch_size = state.steps_done, state.total_steps, batch_size

@@ -196,7 +196,7 @@ class Simulator:
         largest batch size keeps it, and the reference ignores switches to batch sizes it has no throughput for."""
         if job.initial_batch_size == job.family.max_batch_size:
             return None
-        return rates_after_switch(job, new_bs, self.throughputs, measured={})
+        return rates_after_switch(job, new_bs, self.throughputs, measured={}, cluster=self.cluster)
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():

@@ -96,6 +96,7 @@ def epochs_of(job: Job) -> int:
 
 
 def _last_epoch_share(job: Job, epochs: int) -> float:
+    """The part of its last epoch the job trains: its steps past `epochs - 1` whole epochs, over an epoch's."""
     return min(1.0, job.total_steps / family(job.model).iterations_per_epoch(job.batch_size) - (epochs - 1))
 
 

@@ -86,6 +86,7 @@ def gpu_seconds(jobs: list[Job], profiles: list[JobProfile]) -> float:
 
 
 def least_gpu_seconds(jobs: list[Job], profiles: list[JobProfile]) -> float:
+    """GPU-seconds of work, each job counted to its last step (the work bound's numerator)."""
     return sum(p.least_seconds * job.scale_factor for job, p in zip(jobs, profiles, strict=True))
 
 
@@ -123,7 +124,7 @@ def summarize(
         "t_isolated_range_s": [min(p.t_isolated for p in profiles), max(p.t_isolated for p in profiles)],
     }
     one_type = cluster is None or len(cluster.pools) == 1
-    if one_type:
+    if one_type:  # the key keeps its name: the bound counts each job to its last step, not T_iso's whole epochs
         summary["lower_bound_arrival_plus_t_iso_s"] = makespan_lower_bound(jobs, profiles, None)
     if cluster is not None:
         summary["gpus"] = cluster.gpus

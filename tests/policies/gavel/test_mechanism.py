@@ -32,7 +32,7 @@ def _profile(gang: int) -> JobProfile:
 
 def make_job(job_id: int, gang: int = 1, rate: float = 10.0, arrival: float = 0.0) -> JobState:
     """A static ResNet-18 job (one epoch at batch size 32) running at `rate` steps/s on v100."""
-    spec = catalog_job("ResNet-18", 32, gang, 1563, "static", arrival)
+    spec = catalog_job("ResNet-18", 32, gang, 1563, "static", arrival).job()
     return JobState.admit(job_id, spec, _profile(gang), rates={"v100": rate})
 
 
@@ -362,7 +362,7 @@ def typed_harness(
 
 
 def typed_job(job_id: int, **rates: float) -> JobState:
-    spec = catalog_job("ResNet-18", 32, 1, 1563, "static", 0.0)
+    spec = catalog_job("ResNet-18", 32, 1, 1563, "static", 0.0).job()
     return JobState.admit(job_id, spec, _profile(1), rates=rates)
 
 

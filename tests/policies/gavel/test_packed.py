@@ -60,7 +60,7 @@ def test_a_malformed_pair_entry_is_refused_naming_its_field(tmp_path: Path, bad:
 
 # -- the mechanism --------------------------------------------------------------------------------------------------
 def job(job_id: int, model: str = "ResNet-18", gang: int = 1) -> JobState:
-    spec = catalog_job(model, 32, gang, 1000, "static", 0.0)
+    spec = catalog_job(model, 32, gang, 1000, "static", 0.0).job()
     rate = {"ResNet-18": 10.0, "ResNet-50": 5.0}[model]
     return JobState.admit(job_id, spec, build_profile(spec, load_throughputs(None)), rates={"v100": rate})
 

@@ -55,6 +55,13 @@ def test_critical_then_late_jobs_are_placed_first() -> None:
     assert place_types(crowded, np.array([False, True, False])).tolist() == [1, 0, 1]
 
 
+def test_between_jobs_that_gain_alike_the_shorter_takes_the_fast_type() -> None:
+    # job 2 sets the makespan and goes first; of jobs 0 and 1 (neither critical nor late) the shorter, job 0, gets
+    # the fast type's last budget: a short job finishing sooner measured a shorter average JCT
+    inputs = window([[2.0, 1.0]] * 3, [3000.0, 6000.0, 18000.0], (2, 1))
+    assert place_types(inputs, np.zeros(3, dtype=bool)).tolist() == [0, 1, 0]
+
+
 def test_a_job_is_never_placed_where_it_cannot_run() -> None:
     inputs = window([[0.0, 1.0], [1.0, 0.0]] * 4, [60000.0] * 8, (1, 1))
     assert place_types(inputs, np.zeros(8, dtype=bool)).tolist() == [1, 0] * 4

@@ -44,7 +44,7 @@ def make_job(
     job_id: int, gang: int, steps: float, *, done: float = 0.0, arrival: float = 0.0, **rates: float
 ) -> JobState:
     """A static job of `steps` steps (`done` of them done) running at `rates` steps/s per type (default v100: 1)."""
-    spec = catalog_job("ResNet-18", 32, gang, 1563, "static", arrival)
+    spec = catalog_job("ResNet-18", 32, gang, 1563, "static", arrival).job()
     job = JobState.admit(job_id, spec, _profile(gang), rates=rates or {"v100": 1.0})
     job.total_steps, job.steps_done = steps, done
     return job

@@ -1,7 +1,8 @@
 """FIFO (spec §3.4): jobs hold their whole gang in arrival order until they finish; a strict queue, no skipping.
 
-`fifo` keeps each job on the type it was given until it finishes: a type with room for the gang, drawn at random
-among those (the reference's FIFO policy RNG, seeded with the seed). `fifo_perf` re-decides at every recompute,
+`fifo` keeps each job on the type it was given until it finishes (or switches to a batch size that type cannot
+run): a type with room for the gang, drawn at random among those (the reference's FIFO policy RNG, seeded with the
+seed). `fifo_perf` re-decides at every recompute,
 in arrival order, putting each job on the type where it runs fastest among those with room for its gang.
 
 With `reference_quirks` (`--mechanics gavel`), `fifo` does what the reference Gavel's code does (GAVEL_SPEC §3.4,
@@ -64,6 +65,9 @@ class Fifo(KeepsState):
     def _allocate_as_the_reference(self, inputs: AllocationInputs) -> None:
         gangs, rates = inputs.scale_factors, inputs.throughputs
         free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))
+        for j, t in list(self.running.items()):  # switched to a batch size its type cannot run: queued anew
+            if j in rates and rates[j][t] <= 0:
+                del self.running[j]
         queue = [j for j in inputs.job_ids if j not in self.running]
         for j in sorted(self.running):
             gpu_type = self.running[j]

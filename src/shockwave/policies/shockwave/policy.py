@@ -135,12 +135,19 @@ class ShockwavePolicy(Policy):
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
             offset = 0
-        planned = [(j, t) for j, t in self.rounds[offset] if j in view.jobs]
-        placed = [(j, t) for j, t in planned if view.jobs[j].rates.get(t, 0.0) > 0]
-        if len(placed) < len(planned):  # a job switched to a batch size it cannot run there: plan it anew
-            self.job_set_changed = True
+        placed, whole = self._runnable(view, offset)
+        if not whole:  # a job switched to a batch size it cannot run where planned: plan anew, targets kept
+            self._replan(view)
+            placed, _ = self._runnable(view, 0)
         self.last_run = dict(placed)
         return RoundPlan(tuple(Assignment((j,), t, view.jobs[j].scale_factor) for j, t in placed))
+
+    def _runnable(self, view: SchedulerView, offset: int) -> tuple[list[tuple[int, str]], bool]:
+        """The plan's round `offset` for the active jobs, less any on a type it cannot run on, and whether none
+        was."""
+        planned = [(j, t) for j, t in self.rounds[offset] if j in view.jobs]
+        placed = [(j, t) for j, t in planned if view.jobs[j].rates.get(t, 0.0) > 0]
+        return placed, len(placed) == len(planned)
 
     def _replan(self, view: SchedulerView) -> None:
         started = time.perf_counter()

@@ -9,8 +9,10 @@ sort:
 1. Types. A round on type t does v_jt equal-share rounds of job j's work (`MarketInputs.speeds`) and takes sf_j of
    t's GPUs. Each job's demand on t is the GPU-rounds it can use there in the window, sf_j x cap_jt. Every type is
    given a budget, its G_t H GPU-rounds times the cluster's load (total demand at each job's best type over total
-   capacity, at least 1), and (job, type) pairs are taken by comparative advantage, v_jt over the job's mean speed
-   (ties: longer remaining work, then job order), each job on the first type whose budget still holds its demand.
+   capacity, at least 1). (Job, type) pairs are taken critical jobs first (remaining work reaching the cluster's
+   projected end less the window: the makespan), then late jobs, then by comparative advantage, v_jt over the job's
+   mean speed (ties: shorter remaining work, which measured a shorter average JCT than longer first at the same
+   makespan, then job order), each job on the first type whose budget still holds its demand.
    Under light load every job gets its fastest type; under load the jobs that gain most from a fast type get it,
    and jobs indifferent between types fill what is left. A job that fits no budget goes where it runs fastest
    among the types with the most budget left.
@@ -81,7 +83,9 @@ def on_type(inputs: MarketInputs, jobs: np.ndarray, t: int) -> MarketInputs:
 @dataclass(frozen=True)
 class OnType(Greedy):
     """One type's items, with the makespan term read in equal-share rounds, as the exact program reads it: job j
-    is left rem_j - v_jt c rounds of work after c rounds of t, so one M holds across the types."""
+    is left rem_j - v_jt c rounds of work after c rounds of t, so one M holds across the types. Only what reads
+    M through `lowest` applies (`take`, `relaxed`, `fits`, `welfare`); `best_makespan` and `objective` count M in
+    the type's own rounds and are not used."""
 
     work: np.ndarray
     """rem_j: whole equal-share rounds each job needs."""
@@ -91,6 +95,8 @@ class OnType(Greedy):
     """Rounds each job can use on this type."""
 
     def lowest(self, makespan: int) -> np.ndarray:
+        """Rounds of this type each job needs for its equal-share leftover to be at most M (whole rounds: the
+        ceiling over v_jt); may exceed the job's cap where M is too small, which `fits` refuses."""
         needed = np.ceil((self.work - makespan) / self.speed - 1e-9).astype(int)
         return np.maximum(self.floor, needed)
 
@@ -112,9 +118,9 @@ def solve_typed_greedy(
     urgency: np.ndarray,
 ) -> MarketSolution | None:
     """The window's plan on several GPU types without HiGHS, or None when some type cannot meet the finish-time
-    bounds of the jobs placed on it. `late` and `urgency` choose the critical rounds given before each market; one
-    makespan term M for all types, the one maximising the sum of their welfare less k T M (a binary search on its
-    slope, as `Greedy.best_makespan`)."""
+    bounds of the jobs placed on it (placing ignores those bounds, so this can happen where the exact program is
+    feasible; the policy then relaxes them for the window). `late` and `urgency` choose the critical rounds given
+    before each market; one makespan term M for all types (`_best_makespan`)."""
     placed = place_types(inputs, late)
     markets: list[tuple[np.ndarray, int, OnType]] = []
     for t in range(len(inputs.capacities)):
@@ -143,7 +149,11 @@ def solve_typed_greedy(
 
 
 def _best_makespan(markets: list[OnType], inputs: MarketInputs) -> int | None:
-    """The least M every type's forced rounds fit, then the M maximising sum_t W_t(M) - k T M (None: no M fits)."""
+    """The least M every type's forced rounds fit (None: none does), then the first M from there where one more
+    round of M gains less welfare than it costs. On one type that is the best M (W is concave in M); here the
+    forced rounds ceil((rem_j - M) / v_jt) step unevenly, so it is a local optimum: measured on random windows it
+    is the best M at the reference configurations' k (1e-3 and above), and up to 4.5% of the objective off at
+    k = 1e-4."""
     low, high = 0, max(0, int(inputs.remaining_rounds.max(initial=0)))
     if not all(market.fits(high) for market in markets):
         return None
