@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shockwave.workload_model.catalog import family
+
 
 @dataclass(frozen=True)
 class Job:
@@ -28,4 +30,4 @@ class Job:
 
     @property
     def job_type(self) -> str:
-        return f"{self.model} (batch size {self.batch_size})"
+        return family(self.model).job_type(self.batch_size)
