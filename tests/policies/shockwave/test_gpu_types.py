@@ -16,7 +16,7 @@ from shockwave.api import simulate
 from shockwave.core.cluster import ClusterSpec
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.market import Fairness, MarketInputs, log_segments, solve_market
-from shockwave.policies.shockwave.packing import pack_types
+from shockwave.policies.shockwave.packing import TypedRows, fill_types, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.profile import JobProfile, build_profile, isolated_time
@@ -117,16 +117,89 @@ def test_each_job_runs_where_it_is_relatively_fastest() -> None:
     assert solution is not None and solution.by_type.tolist() == [[4, 0], [0, 4]]
 
 
+def test_market_floor_gives_each_job_its_rounds_over_all_types() -> None:
+    inputs, fairness = instance(3, 12, 6, (4, 2, 2))
+    free = solve_market(inputs, CONFIG, fairness)
+    assert free is not None
+    # Ask the two jobs that got fewest rounds for every round they can use somewhere.
+    least = np.argsort(free.counts, kind="stable")[:2]
+    floor = np.zeros(inputs.jobs, dtype=int)
+    floor[least] = inputs.type_cap.max(axis=1)[least]
+    assert (free.counts[least] < floor[least]).any(), "the floor must bind for the test to mean anything"
+    forced = solve_market(inputs, CONFIG, fairness, floor=floor)
+    assert forced is not None
+    assert (forced.counts >= floor).all()
+    assert (inputs.scale_factors @ forced.by_type <= np.array(inputs.capacities) * inputs.rounds).all()
+    with pytest.raises(ValueError, match="several GPU types"):
+        one = replace(inputs, gpus_by_type=(), speeds=None)
+        solve_market(one, CONFIG, fairness, floor=floor)
+
+
+def rows_of(
+    sizes: np.ndarray,
+    speeds: np.ndarray,
+    *,
+    work: np.ndarray | None = None,
+    urgency: np.ndarray | None = None,
+    late: np.ndarray | None = None,
+    far_behind: np.ndarray | None = None,
+    critical: np.ndarray | None = None,
+) -> TypedRows:
+    """Rows for the layout: by default every job has plenty of work, none is urgent, late or critical."""
+    n = len(sizes)
+    no = np.zeros(n, dtype=bool)
+    return TypedRows(
+        sizes=sizes,
+        speeds=speeds,
+        work=np.full(n, 100.0) if work is None else work,
+        urgency=np.zeros(n) if urgency is None else urgency,
+        late=no if late is None else late,
+        far_behind=no if far_behind is None else far_behind,
+        critical=no if critical is None else critical,
+    )
+
+
 def test_layout_honours_counts_capacity_and_keeps_jobs_on_their_type() -> None:
     counts = np.array([[2, 0], [1, 1], [1, 0]])
-    sizes = np.ones(3, dtype=int)
-    urgency, late = np.zeros(3), np.zeros(3, dtype=bool)
+    rows = rows_of(np.ones(3, dtype=int), np.ones((3, 2)))
     # Rounds: jobs 0 and 1 need both rounds; job 1 takes type 0 first (its tie), job 2 waits a round for room.
-    first = pack_types(counts, sizes, (2, 1), 2, urgency, late, {})
+    first = pack_types(counts, rows, (2, 1), 2, {})
     assert [sorted(placed) for placed in first] == [[(0, 0), (1, 0)], [(0, 0), (1, 1), (2, 0)]]
-    # Job 1 ran on type 1 in the round before: it stays there and takes its type-0 round last, so job 2 fits first.
-    sticky = pack_types(counts, sizes, (2, 1), 2, urgency, late, {1: 1})
-    assert [sorted(placed) for placed in sticky] == [[(0, 0), (1, 1), (2, 0)], [(0, 0), (1, 0)]]
+    # Job 1 ran on type 1 in the round before: it stays there (its type-0 round run on type 1 too, no restart), so
+    # job 2 fits first.
+    sticky = pack_types(counts, rows, (2, 1), 2, {1: 1})
+    assert [sorted(placed) for placed in sticky] == [[(0, 0), (1, 1), (2, 0)], [(0, 0), (1, 1)]]
+
+
+def test_layout_runs_a_job_on_its_fastest_type_and_stops_once_its_work_is_done() -> None:
+    # Granted 3 rounds on a slow type and 2 on a fast one, with 1.5 rounds of work: one round on the fast type
+    # does it, even though the job ran on the slow type before (the fast one is more than MOVE_GAIN faster).
+    counts = np.array([[3, 2]])
+    rows = rows_of(np.ones(1, dtype=int), np.array([[0.2, 1.7]]), work=np.array([1.5]))
+    assert pack_types(counts, rows, (1, 1), 5, {0: 0}) == [[(0, 1)], [], [], [], []]
+    # Within MOVE_GAIN of the type it ran on, it stays (no restart).
+    close = rows_of(np.ones(1, dtype=int), np.array([[1.5, 1.7]]), work=np.array([1.5]))
+    assert pack_types(counts, close, (1, 1), 5, {0: 0})[0] == [(0, 0)]
+
+
+def test_layout_puts_a_gang_far_behind_before_jobs_that_must_run() -> None:
+    # Two GPUs, three rounds: job 0 (one GPU) is granted all three, the 2-GPU gang one. In weight order the gang
+    # only fits in the window's last round, which a plan re-solved within a few rounds never reaches; far behind,
+    # it goes first and job 0 loses a round.
+    counts = np.array([[3], [1]])
+    sizes = np.array([1, 2])
+    behind = np.array([False, True])
+    plain = pack_types(counts, rows_of(sizes, np.ones((2, 1)), late=behind), (2,), 3, {})
+    assert plain == [[(0, 0)], [(0, 0)], [(1, 0)]]
+    far = pack_types(counts, rows_of(sizes, np.ones((2, 1)), late=behind, far_behind=behind), (2,), 3, {})
+    assert far == [[(1, 0)], [(0, 0)], [(0, 0)]]
+
+
+def test_fill_keeps_jobs_that_ran_before_on_their_type() -> None:
+    # One idle GPU per type; job 1 has the most work but job 0 ran on type 1 the round before: job 0 keeps it.
+    rows = rows_of(np.ones(2, dtype=int), np.array([[2.0, 1.0], [2.0, 1.0]]), work=np.array([5.0, 9.0]))
+    assert fill_types([[]], rows, (1, 1), {0: 1}) == [[(0, 1), (1, 0)]]
+    assert fill_types([[]], rows, (1, 1), {}) == [[(1, 0), (0, 1)]]
 
 
 def test_layout_never_exceeds_a_type_and_loses_at_most_what_does_not_fit() -> None:
@@ -135,7 +208,17 @@ def test_layout_never_exceeds_a_type_and_loses_at_most_what_does_not_fit() -> No
         capacities = (int(rng.integers(1, 4)), int(rng.integers(1, 4)), int(rng.integers(1, 3)))
         sizes = rng.choice([1, 2], 8).clip(max=min(capacities))
         counts = rng.integers(0, 3, (8, 3))
-        layout = pack_types(counts, sizes, capacities, 4, rng.normal(size=8), rng.uniform(size=8) < 0.2, {})
+        late = rng.uniform(size=8) < 0.2
+        rows = rows_of(
+            sizes,
+            rng.uniform(0.2, 2.0, (8, 3)),
+            work=rng.uniform(0.5, 6.0, 8),
+            urgency=rng.normal(size=8),
+            late=late,
+            far_behind=late & (rng.uniform(size=8) < 0.5),
+            critical=rng.uniform(size=8) < 0.2,
+        )
+        layout = pack_types(counts, rows, capacities, 4, {})
         given = np.zeros_like(counts)
         for placed in layout:
             assert len({j for j, _ in placed}) == len(placed)  # a job once per round
@@ -143,7 +226,12 @@ def test_layout_never_exceeds_a_type_and_loses_at_most_what_does_not_fit() -> No
                 assert sum(sizes[j] for j, u in placed if u == t) <= capacity
             for j, t in placed:
                 given[j, t] += 1
-        assert (given <= counts).all()
+        # A job may run a round granted on one type on the type it ran on before, never more rounds in all.
+        assert (given.sum(axis=1) <= counts.sum(axis=1)).all()
+        assert all(rows.speeds[j, t] > 0 for placed in layout for j, t in placed)
+        # No job runs a round past the one that does its work.
+        done = (given * rows.speeds).sum(axis=1)
+        assert (done - rows.speeds.max(axis=1) < rows.work + 1e-9).all()
 
 
 def test_forecast_per_type_uses_the_tables_ratio_until_it_has_run_there() -> None:
@@ -262,7 +350,9 @@ def test_shockwave_plans_every_type_moves_jobs_rarely_and_repeats_itself(dynamic
             if job in before:
                 kept += before[job] == gpu_type
                 moved += before[job] != gpu_type
-    assert moved <= 0.1 * (kept + moved), (moved, kept)
+    # A job leaves its type when another is MOVE_GAIN faster or its own is full (13% of the time here, against
+    # 10% when jobs never left a type they had rounds on; restarts in all, moves and resumptions, 124 against 120).
+    assert moved <= 0.15 * (kept + moved), (moved, kept)
 
 
 def test_fluid_makespan_bound_splits_work_over_types() -> None:

@@ -16,7 +16,7 @@ from test_market import instance as market_instance
 from shockwave.core.cluster import ClusterSpec, Pool
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import MOMENTUM, FinishTimeTargets
-from shockwave.policies.shockwave.greedy import Greedy, critical_floor, leveled, solve_greedy
+from shockwave.policies.shockwave.greedy import Greedy, critical_floor, late_floor, leveled, solve_greedy
 from shockwave.policies.shockwave.market import Fairness, MarketInputs, log_segments, solve_market
 from shockwave.policies.shockwave.packing import first_fit
 from shockwave.policies.shockwave.predictor import JobForecast
@@ -210,6 +210,19 @@ def test_critical_floor_levels_then_gives_late_jobs_their_rounds_most_urgent_fir
     solution = solve_greedy(inputs, MAKESPAN_FIRST, Fairness(np.full(40, np.inf), np.ones(40)), floor)
     assert solution is not None
     assert (solution.counts >= floor).all() and solution.counts @ sizes <= window
+
+
+def test_late_floor_in_part_gives_a_gang_what_fits_where_whole_skips_it() -> None:
+    # Budget 100 GPU-rounds; the most urgent late job is an 8-GPU gang wanting 20 rounds (160), then a 1-GPU job
+    # wanting 20. Whole: the gang does not fit and the small job takes 20. In part: the gang takes 12 rounds (96),
+    # the small job the 4 left.
+    floor, cap = np.zeros(2, dtype=int), np.array([20, 20])
+    sizes, late, urgency = np.array([8, 1]), np.array([True, True]), np.array([9.0, 1.0])
+    assert late_floor(floor, cap, sizes, late, urgency, 100).tolist() == [0, 20]
+    assert late_floor(floor, cap, sizes, late, urgency, 100, in_part=True).tolist() == [12, 4]
+    # Jobs on track get nothing, and the floor passed in is kept (not changed in place).
+    on_track = late_floor(np.array([3, 0]), cap, sizes, np.array([False, True]), urgency, 100, in_part=True)
+    assert on_track.tolist() == [3, 20]
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -126,3 +126,30 @@ def test_projected_ratio_priorities_and_deadlines() -> None:
     assert view.leftover_bound(rhomax=1.0, window_end_s=1500.0) == pytest.approx(
         0.5 * np.array([500.0, -500.0, -400.0, -500.0]) / 120
     )
+    # Far behind: late and past FAR_BEHIND x rhomax (2.2 > 1.5).
+    assert view.far_behind(rhomax=1.0).tolist() == [False, True, False, True]
+    assert view.far_behind(rhomax=2.0).tolist() == [False] * 4
+
+
+def test_gang_priorities_keep_the_order_past_the_cap_and_count_the_gang() -> None:
+    view = FairnessView(
+        now_s=1000.0,
+        share=0.5,
+        round_s=120.0,
+        submit_s=np.zeros(4),
+        targets_s=np.array([2000.0, 500.0, 300.0, 250.0]),
+        remaining_s=np.full(4, 400.0),
+        after_current_s=np.full(4, 400.0),
+    )
+    sizes = np.array([1, 1, 1, 8])
+    # rho = 1800 / target: 0.9, 3.6, 6, 7.2. With lambda 12 the last three pass PRIORITY_CAP: a fixed cap made
+    # them equal; scaled together they keep their order, the most urgent at the cap (times its gang of 8).
+    capped = view.priorities(lam=12.0, rhomax=1.0)
+    assert capped[1:].tolist() == [PRIORITY_CAP] * 3
+    scaled = view.gang_priorities(lam=12.0, rhomax=1.0, sizes=sizes)
+    assert scaled[0] == 1.0 and scaled[1] < scaled[2] < scaled[3] / 8
+    assert scaled[3] == pytest.approx(8 * PRIORITY_CAP)
+    exponent = np.log(PRIORITY_CAP) / (12.0 * np.log(7.2))  # lambda scaled down to put the top at the cap
+    assert scaled[1] == pytest.approx(3.6 ** (12.0 * exponent))
+    # Under the cap, lambda is kept: rho^lambda times the gang.
+    assert view.gang_priorities(lam=2.0, rhomax=1.0, sizes=sizes)[3] == pytest.approx(8 * 7.2**2)

@@ -178,10 +178,33 @@ def critical_floor(
     sizes, cap, h = inputs.scale_factors.astype(int), inputs.round_cap, inputs.rounds
     window = inputs.gpus * h
     floor = leveled(inputs.remaining_rounds, cap, sizes, inputs.gpus, h, makespan_share * window)
+    return late_floor(floor, cap, sizes, late, urgency, int(late_share * window))
+
+
+def late_floor(
+    floor: np.ndarray,
+    cap: np.ndarray,
+    sizes: np.ndarray,
+    late: np.ndarray,
+    urgency: np.ndarray,
+    budget: int,
+    *,
+    in_part: bool = False,
+) -> np.ndarray:
+    """`floor` raised to every round a late job can use (`cap`), most urgent first, within `budget` more
+    GPU-rounds; `in_part`: a job whose rounds do not all fit gets those that do (else it gets none, and later
+    jobs may take the budget)."""
+    floor = floor.copy()
     behind = np.flatnonzero(late & (floor < cap))
     behind = behind[np.argsort(-urgency[behind], kind="stable")]
-    chosen = behind[first_fit(sizes[behind] * (cap[behind] - floor[behind]), int(late_share * window))]
-    floor[chosen] = cap[chosen]
+    if not in_part:
+        chosen = behind[first_fit(sizes[behind] * (cap[behind] - floor[behind]), budget)]
+        floor[chosen] = cap[chosen]
+        return floor
+    for j in behind:
+        given = min(int(cap[j] - floor[j]), budget // int(sizes[j]))
+        floor[j] += given
+        budget -= given * int(sizes[j])
     return floor
 
 

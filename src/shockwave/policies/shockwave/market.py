@@ -111,6 +111,13 @@ class MarketInputs:
         return np.clip(self.remaining_rounds, 1, self.effective_rounds)
 
     @property
+    def critical(self) -> np.ndarray:
+        """Jobs on the critical path: remaining rounds reaching the cluster's projected end (all known work over
+        all GPUs) less the window."""
+        rem = self.remaining_rounds
+        return rem >= float(self.scale_factors @ rem) / self.gpus - self.rounds
+
+    @property
     def type_cap(self) -> np.ndarray:
         """Rounds a job can use on each type (n x types): enough to finish there, at most the window; 0 where it
         cannot run."""
@@ -144,9 +151,13 @@ class Fairness:
         return cls(bound, np.ones(inputs.jobs))
 
     @classmethod
-    def relaxed_for(cls, view: FairnessView, config: ShockwaveConfig) -> Fairness:
-        """The fallback: no job constrained, each job's log weighted by its priority."""
-        weights = view.priorities(config.lam, config.rhomax)
+    def relaxed_for(cls, view: FairnessView, config: ShockwaveConfig, sizes: np.ndarray | None = None) -> Fairness:
+        """The fallback: no job constrained, each job's log weighted by its priority (given `sizes`, the gangs',
+        on several GPU types: `FairnessView.gang_priorities`)."""
+        if sizes is None:
+            weights = view.priorities(config.lam, config.rhomax)
+        else:
+            weights = view.gang_priorities(config.lam, config.rhomax, sizes)
         return cls(np.full(len(weights), np.inf), weights)
 
 
@@ -187,16 +198,21 @@ def solve_market(
     *,
     exact: bool = False,
     start: np.ndarray | None = None,
+    floor: np.ndarray | None = None,
 ) -> MarketSolution | None:
-    """The window's plan, or None when the fairness constraints make it infeasible.
+    """The window's plan, or None when the fairness constraints (or `floor`) make it infeasible.
 
     `start` is a warm start (rounds per job and type, for instance the previous plan's). `exact` (one binary per
-    job and round) is the homogeneous program's. Raises SolverFailure when HiGHS gives nothing usable.
+    job and round) is the homogeneous program's. `floor`: on several types, the fewest rounds each job gets over
+    all types (`greedy.late_floor`; in the relaxation, which rounding may take below it by under a round per
+    type). Raises SolverFailure when HiGHS gives nothing usable.
     """
     _check_finite(inputs, fairness)
     if exact and len(inputs.capacities) > 1:
         raise ValueError("the per-round program is built for one GPU type")
-    model = _Model(inputs, config, fairness, exact)
+    if floor is not None and len(inputs.capacities) == 1:
+        raise ValueError("a floor on rounds is for several GPU types")
+    model = _Model(inputs, config, fairness, exact, floor)
     solver = _solver(model.lp, config)
     if start is not None and not exact:
         _warm_start(solver, np.minimum(start, inputs.type_cap).ravel())
@@ -253,7 +269,14 @@ class _Runs(NamedTuple):
 class _Model:
     """The program as one sparse matrix, plus where each variable lives and the second solve's objective rows."""
 
-    def __init__(self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool) -> None:
+    def __init__(
+        self,
+        inputs: MarketInputs,
+        config: ShockwaveConfig,
+        fairness: Fairness,
+        exact: bool,
+        floor: np.ndarray | None = None,
+    ) -> None:
         n, h = inputs.jobs, inputs.rounds
         types = len(inputs.capacities)
         self.u = n * types
@@ -268,7 +291,7 @@ class _Model:
         self._add_chords(inputs, config, runs)
         self._add_leftovers(inputs, runs)
         self._add_makespan(n)
-        self._add_capacity(inputs, runs, exact)
+        self._add_capacity(inputs, runs, exact, floor)
         self._add_welfare(inputs, fairness, cols)
         self.completion = np.zeros(cols)
         self.completion[runs.column] = runs.speed * (1.0 / inputs.round_cap.astype(float) ** 2)[runs.job]
@@ -313,9 +336,10 @@ class _Model:
             np.full(n, highspy.kHighsInf),
         )
 
-    def _add_capacity(self, inputs: MarketInputs, runs: _Runs, exact: bool) -> None:
+    def _add_capacity(self, inputs: MarketInputs, runs: _Runs, exact: bool, floor: np.ndarray | None) -> None:
         """The GPUs the granted rounds take: per round with one binary per job and round (whose rows also tie c_j to
-        its rounds), else in aggregate over the window, per type with one type per round for each job."""
+        its rounds), else in aggregate over the window, per type with one type per round for each job (and at
+        least its `floor` of rounds in all)."""
         n, h, capacities = inputs.jobs, inputs.rounds, inputs.capacities
         types = len(capacities)
         jobs = np.arange(n)
@@ -343,7 +367,8 @@ class _Model:
             self._add(
                 runs.gpu_type, runs.column, sizes[runs.job], np.full(types, -inf), np.array(capacities, float) * h
             )
-            self._add(runs.job, runs.column, np.ones(len(runs.job)), np.full(n, -inf), np.full(n, float(h)))
+            least = np.full(n, -inf) if floor is None else floor.astype(float)
+            self._add(runs.job, runs.column, np.ones(len(runs.job)), least, np.full(n, float(h)))
 
     def _add_welfare(self, inputs: MarketInputs, fairness: Fairness, cols: int) -> None:
         """W as a free row, which the second solve bounds from below to keep most of the first solve's welfare."""

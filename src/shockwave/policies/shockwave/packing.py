@@ -16,6 +16,8 @@ predicted remaining runtime first, as in the reference.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 
@@ -134,45 +136,73 @@ def fill(layout: list[list[int]], sizes: np.ndarray, gpus: int, remaining_s: np.
 
 Placed = tuple[int, int]
 """A job row and the index of the GPU type it runs on."""
+MOVE_GAIN = 1.25
+"""A job leaves the type it ran on the round before only for one this much faster: a move costs a restart (20 s
+of a 120 s round under the corrected mechanics), and often a move back when the faster type fills again."""
+
+
+@dataclass(frozen=True)
+class TypedRows:
+    """What the layout on several GPU types reads of each job (one row per job)."""
+
+    sizes: np.ndarray
+    speeds: np.ndarray
+    """v_jt: equal-share rounds of work one round on type t does (n x types; 0: cannot run there)."""
+    work: np.ndarray
+    """Equal-share rounds of work left."""
+    urgency: np.ndarray
+    late: np.ndarray
+    far_behind: np.ndarray
+    """Late jobs far behind their fair finish time (`FairnessView.far_behind`)."""
+    critical: np.ndarray
+    """Jobs on the critical path (`MarketInputs.critical`)."""
 
 
 def pack_types(
-    by_type: np.ndarray,
-    sizes: np.ndarray,
-    capacities: tuple[int, ...],
-    rounds: int,
-    urgency: np.ndarray,
-    late: np.ndarray,
-    before: dict[int, int],
+    by_type: np.ndarray, rows: TypedRows, capacities: tuple[int, ...], rounds: int, before: dict[int, int]
 ) -> list[list[Placed]]:
-    """The layout on several GPU types: each round, while gangs fit, the same order as `pack` (jobs that need
-    every remaining round, late jobs, jobs that ran the round before, then by weight), each job on the type it ran
-    on the round before when it still has rounds there, else on the type it has most rounds left on (so a job moves
-    between types at most once per plan, and never without the market having granted it rounds there). Never
-    fails: a job that must run but finds no room loses that round (the next solve gives it again)."""
-    weight = _copy_weight(by_type.sum(axis=1), urgency)
+    """The layout on several GPU types (also one type's when `pack` finds no room for many jobs), a round at a
+    time. Each round takes, while gangs fit: critical jobs that need every remaining round of the window, late
+    jobs far behind, the other jobs that need every remaining round, then late jobs, then jobs that ran the round
+    before, each group by weight as in `pack`. `before`: the type each job ran on in the round before the plan.
+
+    Why late jobs far behind come before jobs that must run: the plan is re-solved within a few rounds, so a gang
+    that only fits once the must-run jobs are done, at the window's end, never ran (a Gavel-style trace on 8:8:8
+    GPUs: 8-GPU jobs waited for days).
+
+    Each job runs on the fastest type it still has rounds on, staying on the type it ran on unless another is
+    MOVE_GAIN faster, and no more once its rounds do its `work`. Why: the market may grant a job rounds on several
+    types, more than it needs in all (its caps are per type); laid out on the type with most rounds left, a short
+    job ran its K80 rounds at an eighth of its P100 speed and none of its P100 ones (worst rho 2.8 on 220 jobs,
+    64:32:32). Never fails: a job that must run but finds no room loses that round (the next solve gives it
+    again)."""
+    weight = _copy_weight(by_type.sum(axis=1), rows.urgency)
     left = by_type.astype(int).tolist()  # plain lists: the loops below read one element at a time
-    total, gang, types = [sum(row) for row in left], sizes.astype(int).tolist(), range(len(capacities))
+    total, gang, types = [sum(row) for row in left], rows.sizes.astype(int).tolist(), range(len(capacities))
+    speed, owed = rows.speeds.tolist(), rows.work.astype(float).tolist()
     by_weight = [int(j) for j in np.lexsort((np.arange(len(left)), -weight)) if total[j] > 0]
     smallest = min((gang[j] for j in by_weight), default=0)
     layout: list[list[Placed]] = []
     for h in range(rounds):
         remaining = rounds - h
-        must = [j for j in by_weight if total[j] >= remaining]
-        rest = sorted((j for j in by_weight if 0 < total[j] < remaining), key=lambda j: (not late[j], j not in before))
         free = list(capacities)
         placed: list[Placed] = []
-        for j in must + rest:
+        for j in _round_order(by_weight, total, remaining, rows, before):
             if total[j] < remaining and max(free) < smallest:
                 break  # the round is full: what is left of it is jobs that may wait
             row = left[j]
             options = [t for t in types if row[t] > 0 and gang[j] <= free[t]]
             if options:
-                t = before[j] if before.get(j) in options else max(options, key=lambda t: (row[t], -t))
+                t = granted = max(options, key=lambda t: (speed[j][t], row[t], -t))
+                stay = before.get(j)
+                if stay is not None and gang[j] <= free[stay] and speed[j][stay] * MOVE_GAIN >= speed[j][t]:
+                    t = stay  # where the job is (no restart), on a round granted there if any is left
+                    granted = stay if row[stay] > 0 else granted
                 placed.append((j, t))
                 free[t] -= gang[j]
-                row[t] -= 1
-                total[j] -= 1
+                row[granted] -= 1
+                owed[j] -= speed[j][t]
+                total[j] = 0 if owed[j] <= 1e-9 else total[j] - 1
             elif total[j] >= remaining:
                 row[row.index(max(row))] -= 1
                 total[j] -= 1
@@ -181,17 +211,29 @@ def pack_types(
     return layout
 
 
+def _round_order(
+    by_weight: list[int], total: list[int], remaining: int, rows: TypedRows, before: dict[int, int]
+) -> list[int]:
+    """`pack_types`'s order of the jobs with rounds left, for a round with `remaining` rounds to go."""
+    must = [j for j in by_weight if total[j] >= remaining]
+    first = [j for j in must if rows.critical[j]]
+    far = [j for j in by_weight if rows.far_behind[j] and total[j] > 0 and not (rows.critical[j] and j in must)]
+    taken = set(first) | set(far)
+    rest = [j for j in by_weight if j not in taken and 0 < total[j] < remaining]
+    rest.sort(key=lambda j: (not rows.late[j], j not in before))
+    return first + far + [j for j in must if j not in taken] + rest
+
+
 def fill_types(
-    layout: list[list[Placed]],
-    sizes: np.ndarray,
-    capacities: tuple[int, ...],
-    speeds: np.ndarray,
-    remaining_s: np.ndarray,
+    layout: list[list[Placed]], rows: TypedRows, capacities: tuple[int, ...], before: dict[int, int]
 ) -> list[list[Placed]]:
-    """`fill` on several types: idle GPUs go to jobs not in the round, longest predicted remaining runtime first,
-    each on the type with room where it runs fastest (ties: the cluster's order)."""
-    longest_first = np.lexsort((np.arange(len(remaining_s)), -remaining_s)).tolist()
-    gang, speed, types = sizes.astype(int).tolist(), speeds.tolist(), range(len(capacities))
+    """`fill` on several types: idle GPUs go to jobs not in the round, first those that ran the round before (on
+    that type, where it has room: no restart), then most work left first, each on the type with room where it
+    runs fastest (ties: the cluster's order). `before`: the type each job ran on in the round before the plan.
+    Why the jobs that ran first: a job filled in one round and not the next pays a restart (20 s under the
+    corrected mechanics) when it runs again."""
+    longest_first = np.lexsort((np.arange(len(rows.work)), -rows.work)).tolist()
+    gang, speed, types = rows.sizes.astype(int).tolist(), rows.speeds.tolist(), range(len(capacities))
     smallest = min(gang, default=1)
     filled = []
     for placed in layout:
@@ -200,13 +242,15 @@ def fill_types(
             free[t] -= gang[j]
         present = {j for j, _ in placed}
         extra: list[Placed] = []
-        for j in longest_first:
+        for j in [j for j in longest_first if j in before] + [j for j in longest_first if j not in before]:
             if max(free) < smallest:
                 break  # no gang fits what is left
             options = [t for t in types if speed[j][t] > 0 and gang[j] <= free[t]]
-            if j not in present and options:
-                t = max(options, key=lambda t: (speed[j][t], -t))
-                extra.append((j, t))
-                free[t] -= gang[j]
+            if j in present or not options:
+                continue
+            t = before[j] if before.get(j) in options else max(options, key=lambda t: (speed[j][t], -t))
+            extra.append((j, t))
+            free[t] -= gang[j]
         filled.append(placed + extra)
+        before = dict(placed + extra)
     return filled

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from shockwave.policies.shockwave.fairness import (
     equal_share,
     fair_finish_estimate,
 )
-from shockwave.policies.shockwave.greedy import critical_floor, solve_greedy
+from shockwave.policies.shockwave.greedy import critical_floor, late_floor, solve_greedy
 from shockwave.policies.shockwave.market import (
     Fairness,
     MarketInputs,
@@ -35,7 +35,7 @@ from shockwave.policies.shockwave.market import (
     SolverFailure,
     solve_market,
 )
-from shockwave.policies.shockwave.packing import Placed, arrange, fill, fill_types, pack, pack_types
+from shockwave.policies.shockwave.packing import Placed, TypedRows, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
 from shockwave.policies.shockwave.typed_greedy import solve_typed_greedy
 
@@ -166,7 +166,7 @@ class ShockwavePolicy(Policy):
             )
             layout = [[(r, 0) for r in jobs] for jobs in rows]
         else:
-            layout = fill_types(layout, inputs.scale_factors, inputs.capacities, inputs.speed, inputs.remaining_s)
+            layout = fill_types(layout, self._rows(inputs, fairness_view), inputs.capacities, self._before(ids, types))
         self.rounds = [[(ids[r], types[t]) for r, t in placed] for placed in layout]
         self.plan_start = view.round_index
         self.job_set_changed = False
@@ -228,21 +228,36 @@ class ShockwavePolicy(Policy):
         self.last_counts = dict(zip(ids, solution.by_type.tolist(), strict=True))
         urgency = view.urgency(cfg.lam, cfg.rhomax)
         late = view.late(cfg.rhomax)
-        sizes = inputs.scale_factors
         if len(types) > 1:
-            before = {r: types.index(self.last_run[j]) for r, j in enumerate(ids) if j in self.last_run}
-            return pack_types(solution.by_type, sizes, inputs.capacities, inputs.rounds, urgency, late, before)
+            rows = self._rows(inputs, view)
+            return pack_types(solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types))
         running = {r for r, j in enumerate(ids) if j in self.last_run}
-        layout = pack(solution.counts, sizes, inputs.gpus, inputs.rounds, urgency, late, running)
+        layout = pack(solution.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
         if layout is None and self._greedy(inputs, exact=False):
             # The per-round program has a binary per job and round: thousands of jobs would take minutes. The
             # round-by-round layout never fails (a job that finds no room loses that round; the next solve gives
-            # it again).
-            before = dict.fromkeys(running, 0)
-            return pack_types(solution.by_type, sizes, inputs.capacities, inputs.rounds, urgency, late, before)
+            # it again). On one type it keeps `pack`'s order: no job counts as critical or far behind.
+            rows = replace(self._rows(inputs, view), far_behind=np.zeros_like(late), critical=np.zeros_like(late))
+            return pack_types(solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types))
         if layout is None:
             layout = self._exact_layout(inputs, view, start, urgency, late, running)
         return [[(r, 0) for r in jobs] for jobs in layout]
+
+    def _rows(self, inputs: MarketInputs, view: FairnessView) -> TypedRows:
+        cfg = self.config
+        return TypedRows(
+            sizes=inputs.scale_factors,
+            speeds=inputs.speed,
+            work=inputs.remaining_s / inputs.round_s,
+            urgency=view.urgency(cfg.lam, cfg.rhomax),
+            late=view.late(cfg.rhomax),
+            far_behind=view.far_behind(cfg.rhomax),
+            critical=inputs.critical,
+        )
+
+    def _before(self, ids: list[int], types: tuple[str, ...]) -> dict[int, int]:
+        """The type each job row ran on in the last planned round."""
+        return {r: types.index(self.last_run[j]) for r, j in enumerate(ids) if j in self.last_run}
 
     def _exact_layout(
         self,
@@ -272,7 +287,8 @@ class ShockwavePolicy(Policy):
         if solution is None:
             if not exact:
                 self.stats.infeasible += 1
-            solution = self._window(inputs, view, Fairness.relaxed_for(view, cfg), start, exact)
+            gangs = inputs.scale_factors if len(inputs.capacities) > 1 else None
+            solution = self._window(inputs, view, Fairness.relaxed_for(view, cfg, gangs), start, exact)
         if solution is None:
             raise SolverFailure("the market without fairness constraints is infeasible")
         self.stats.node_limited += solution.limited
@@ -295,7 +311,24 @@ class ShockwavePolicy(Policy):
                 return solve_typed_greedy(inputs, cfg, fairness, late, urgency)
             first = critical_floor(inputs, late, urgency, cfg.makespan_share, cfg.late_share)
             return solve_greedy(inputs, cfg, fairness, first)
+        if len(inputs.capacities) > 1 and fairness.relaxed:
+            floor = self._late_floor(inputs, view)
+            solution = solve_market(inputs, cfg, fairness, start=start, floor=floor)
+            if solution is not None:
+                return solution
         return solve_market(inputs, cfg, fairness, start=start, exact=exact)
+
+    def _late_floor(self, inputs: MarketInputs, view: FairnessView) -> np.ndarray:
+        """On several types, when the priorities decide: the most urgent late jobs' rounds for the window, as the
+        greedy market gives them (`late_floor`). Why: a long job far behind gains per round a twentieth of what a
+        new job gains (the log's first segment is steep), so priorities rho^lambda alone left the worst job of a
+        Gavel-style trace without a round for days."""
+        cfg = self.config
+        cap = inputs.type_cap.max(axis=1)
+        budget = int(cfg.late_share * inputs.gpus * inputs.rounds)
+        sizes = inputs.scale_factors.astype(int)
+        late, urgency = view.late(cfg.rhomax), view.urgency(cfg.lam, cfg.rhomax)
+        return late_floor(np.zeros(inputs.jobs, dtype=int), cap, sizes, late, urgency, budget, in_part=True)
 
     def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[Placed]]:
         """What is left of the last plan, in rows of the current job list and indices of the cluster's types."""

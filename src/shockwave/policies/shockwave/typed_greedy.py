@@ -48,8 +48,7 @@ def place_types(inputs: MarketInputs, late: np.ndarray) -> np.ndarray:
     advantage = np.where(runs, speed / mean[:, None], -np.inf)
     n, types = speed.shape
     jobs, kinds = np.divmod(np.arange(n * types), types)
-    rem = inputs.remaining_rounds
-    critical = rem >= float(sizes @ rem) / inputs.gpus - inputs.rounds
+    critical = inputs.critical
     order = np.lexsort((kinds, jobs, inputs.remaining_s[jobs], -advantage.ravel(), ~late[jobs], ~critical[jobs]))
     placed = np.full(n, -1)
     for index in order:
