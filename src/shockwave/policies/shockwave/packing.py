@@ -159,7 +159,13 @@ class TypedRows:
 
 
 def pack_types(
-    by_type: np.ndarray, rows: TypedRows, capacities: tuple[int, ...], rounds: int, before: dict[int, int]
+    by_type: np.ndarray,
+    rows: TypedRows,
+    capacities: tuple[int, ...],
+    rounds: int,
+    before: dict[int, int],
+    *,
+    laid: int | None = None,
 ) -> list[list[Placed]]:
     """The layout on several GPU types (also one type's when `pack` finds no room for many jobs), a round at a
     time. Each round takes, while gangs fit: critical jobs that need every remaining round of the window, late
@@ -175,19 +181,26 @@ def pack_types(
     types, more than it needs in all (its caps are per type); laid out on the type with most rounds left, a short
     job ran its K80 rounds at an eighth of its P100 speed and none of its P100 ones (worst rho 2.8 on 220 jobs,
     64:32:32). Never fails: a job that must run but finds no room loses that round (the next solve gives it
-    again)."""
+    again).
+
+    `laid`: how many of the window's first rounds to lay out (None: all). A round depends only on those before it,
+    and the policy re-solves after `resolve_every_rounds` whatever happens, so laying out more is work no round
+    runs (at 2,000 jobs on three types, most of the layout's time)."""
     weight = _copy_weight(by_type.sum(axis=1), rows.urgency)
     left = by_type.astype(int).tolist()  # plain lists: the loops below read one element at a time
     total, gang, types = [sum(row) for row in left], rows.sizes.astype(int).tolist(), range(len(capacities))
     speed, owed = rows.speeds.tolist(), rows.work.astype(float).tolist()
-    by_weight = [int(j) for j in np.lexsort((np.arange(len(left)), -weight)) if total[j] > 0]
-    smallest = min((gang[j] for j in by_weight), default=0)
+    rank = np.empty(len(left), dtype=int)
+    rank[np.lexsort((np.arange(len(left)), -weight))] = np.arange(len(left))
+    smallest = min((g for g, n in zip(gang, total, strict=True) if n > 0), default=0)
     layout: list[list[Placed]] = []
-    for h in range(rounds):
+    for h in range(rounds if laid is None else min(laid, rounds)):
         remaining = rounds - h
         free = list(capacities)
         placed: list[Placed] = []
-        for j in _round_order(by_weight, total, remaining, rows, before):
+        ran = np.zeros(len(left), dtype=bool)
+        ran[list(before)] = True
+        for j in _round_order(rank, total, remaining, rows, ran):
             if total[j] < remaining and max(free) < smallest:
                 break  # the round is full: what is left of it is jobs that may wait
             row = left[j]
@@ -211,17 +224,18 @@ def pack_types(
     return layout
 
 
-def _round_order(
-    by_weight: list[int], total: list[int], remaining: int, rows: TypedRows, before: dict[int, int]
-) -> list[int]:
-    """`pack_types`'s order of the jobs with rounds left, for a round with `remaining` rounds to go."""
-    must = [j for j in by_weight if total[j] >= remaining]
-    first = [j for j in must if rows.critical[j]]
-    far = [j for j in by_weight if rows.far_behind[j] and total[j] > 0 and not (rows.critical[j] and j in must)]
-    taken = set(first) | set(far)
-    rest = [j for j in by_weight if j not in taken and 0 < total[j] < remaining]
-    rest.sort(key=lambda j: (not rows.late[j], j not in before))
-    return first + far + [j for j in must if j not in taken] + rest
+def _round_order(rank: np.ndarray, total: list[int], remaining: int, rows: TypedRows, before: np.ndarray) -> list[int]:
+    """`pack_types`'s order of the jobs with rounds left, for a round with `remaining` rounds to go: groups in
+    order (critical and must run, far behind, must run, late and ran the round before, late, ran the round
+    before, the rest), each by `rank` (the weight order)."""
+    left = np.asarray(total)
+    must = left >= remaining
+    first = rows.critical & must
+    far = rows.far_behind & ~first
+    late = rows.late
+    group = np.select([first, far, must, late & before, late, before], [0, 1, 2, 3, 4, 5], default=6)
+    live = np.flatnonzero(left > 0)
+    return live[np.lexsort((rank[live], group[live]))].tolist()
 
 
 def fill_types(

@@ -228,9 +228,12 @@ class ShockwavePolicy(Policy):
         self.last_counts = dict(zip(ids, solution.by_type.tolist(), strict=True))
         urgency = view.urgency(cfg.lam, cfg.rhomax)
         late = view.late(cfg.rhomax)
+        laid = cfg.resolve_every_rounds  # no later round of the window runs
         if len(types) > 1:
             rows = self._rows(inputs, view)
-            return pack_types(solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types))
+            return pack_types(
+                solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types), laid=laid
+            )
         running = {r for r, j in enumerate(ids) if j in self.last_run}
         layout = pack(solution.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
         if layout is None and self._greedy(inputs, exact=False):
@@ -238,7 +241,9 @@ class ShockwavePolicy(Policy):
             # round-by-round layout never fails (a job that finds no room loses that round; the next solve gives
             # it again). On one type it keeps `pack`'s order: no job counts as critical or far behind.
             rows = replace(self._rows(inputs, view), far_behind=np.zeros_like(late), critical=np.zeros_like(late))
-            return pack_types(solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types))
+            return pack_types(
+                solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types), laid=laid
+            )
         if layout is None:
             layout = self._exact_layout(inputs, view, start, urgency, late, running)
         return [[(r, 0) for r in jobs] for jobs in layout]
