@@ -1,0 +1,144 @@
+"""Shockwave on several GPU types against every heterogeneity-aware baseline, checked against issue 33's bars
+(`python benchmarks/types_pareto.py`; printed, never asserted).
+
+Cases: the released 120-, 220- and 460-job traces on three types (as README's table), and traces generated with
+seeds the policy was tuned on (71, 83, 123) and seeds it never saw (4111, 4222, 4333, 4444): Shockwave-style
+adaptive jobs on 16:16:16, 36:36:36 and 64:32:32 clusters, Gavel-style multi-GPU jobs (gangs of up to 8) on 8:8:8,
+all under corrected mechanics. Shockwave runs with the reference configuration for the released traces' cluster
+sizes and the default one otherwise. Each row gives Shockwave's makespan over `min_total_duration_perf`'s, its worst
+rho and unfair share, and its average JCT over Themis's and over the best of the three `_perf` baselines; the last
+line is the makespan's geometric mean and every bar a case misses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+REFERENCE = ROOT.parent / "shared" / "reference"
+WISR = REFERENCE / "throughputs" / "wisr_throughputs.json"
+GAVEL = REFERENCE / "gavel" / "simulation_throughputs.json"
+MIX = "0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace"
+PERF = ("min_total_duration_perf", "max_min_fairness_perf", "finish_time_fairness_perf")
+POLICIES = ("shockwave", "themis", *PERF)
+
+RELEASED = {
+    "r120": (f"120_0.2_5_100_40_25_{MIX}", "v100:16,p100:8,k80:8", "tacc_32gpus"),
+    "r220": (f"220_0.2_5_100_25_4_{MIX}", "v100:32,p100:16,k80:16", "scale_64gpus"),
+    "r460": (f"460_0.2_5_100_10_1_{MIX}", "v100:36,p100:36,k80:36", "scale_128gpus"),
+}
+GENERATED = {
+    # name: (style, jobs, mean seconds between arrivals, seed)
+    "s220": ("shockwave", 220, 25.0, 71),
+    "s460": ("shockwave", 460, 10.0, 83),
+    "g200": ("gavel", 200, 1800.0, 123),
+    "v160": ("shockwave", 160, 30.0, 4333),
+    "v220": ("shockwave", 220, 20.0, 4111),
+    "v460": ("shockwave", 460, 12.0, 4222),
+    "vg200": ("gavel", 200, 1500.0, 4444),
+}
+CASES = {
+    **{name: (name, cluster) for name, (_, cluster, _) in RELEASED.items()},
+    "s220 36:36:36": ("s220", "v100:36,p100:36,k80:36"),
+    "s220 64:32:32": ("s220", "v100:64,p100:32,k80:32"),
+    "s460 36:36:36": ("s460", "v100:36,p100:36,k80:36"),
+    "s460 64:32:32": ("s460", "v100:64,p100:32,k80:32"),
+    "g200 8:8:8": ("g200", "v100:8,p100:8,k80:8"),
+    "v160 16:16:16": ("v160", "v100:16,p100:16,k80:16"),
+    "v220 36:36:36": ("v220", "v100:36,p100:36,k80:36"),
+    "v220 64:32:32": ("v220", "v100:64,p100:32,k80:32"),
+    "v460 36:36:36": ("v460", "v100:36,p100:36,k80:36"),
+    "v460 64:32:32": ("v460", "v100:64,p100:32,k80:32"),
+    "vg200 8:8:8": ("vg200", "v100:8,p100:8,k80:8"),
+}
+
+
+def generate_traces(folder: Path) -> dict[str, tuple[Path, Path]]:
+    """Each trace's file and throughput table: the released ones in place, the generated ones written to `folder`."""
+    from shockwave.workload_model.gavel_generator import GavelWorkload, generate_gavel
+    from shockwave.workload_model.generator import GeneratorParams, generate
+    from shockwave.workload_model.throughput import load_throughputs
+    from shockwave.workload_model.trace import write_trace
+
+    traces = {name: (REFERENCE / "traces" / file, WISR) for name, (file, _, _) in RELEASED.items()}
+    for name, (style, jobs, lam, seed) in GENERATED.items():
+        path = folder / f"{name}.trace"
+        if style == "gavel":
+            write_trace(generate_gavel(GavelWorkload(jobs, lam, seed, True, False), load_throughputs(GAVEL)), path)
+            traces[name] = (path, GAVEL)
+        else:
+            params = GeneratorParams(jobs=jobs, lam=lam, seed=seed)
+            write_trace(generate(params, load_throughputs(WISR)), path)
+            traces[name] = (path, WISR)
+    return traces
+
+
+def simulate_one(run: tuple[str, Path, Path, str, str]) -> dict[str, Any]:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.policies.shockwave.config import ShockwaveConfig
+    from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import simulate
+
+    name, trace, table, cluster, policy = run
+    config = None
+    if policy == "shockwave" and name in RELEASED:
+        config = ShockwaveConfig.from_json(REFERENCE / "configurations" / f"{RELEASED[name][2]}.json")
+    result, _ = simulate(trace, policy, ClusterSpec.parse(cluster), preset("corrected"), table, config)
+    return result
+
+
+def check(case: str, results: dict[str, dict[str, Any]], misses: list[str]) -> str:
+    """One row: Shockwave against the baselines, noting each bar missed."""
+    ours = results["shockwave"]
+    makespan = ours["makespan_s"] / results["min_total_duration_perf"]["makespan_s"]
+    themis = ours["avg_jct_s"] / results["themis"]["avg_jct_s"]
+    best = ours["avg_jct_s"] / min(results[p]["avg_jct_s"] for p in PERF)
+    bars = {
+        "makespan over 1.02x": makespan > 1.02,
+        "worst rho over 1.3": ours["worst_ftf"] > 1.3,
+        "unfair over 2%": ours["unfair_fraction"] > 0.02,
+        "JCT over Themis's": themis > 1.0,
+        "JCT over 0.9x the best _perf": best > 0.9,
+    }
+    misses += [f"{case}: {bar}" for bar, missed in bars.items() if missed]
+    return (
+        f"| {case} | {makespan:.3f} | {ours['worst_ftf']:.2f} | {100 * ours['unfair_fraction']:.1f}% | "
+        f"{ours['avg_jct_s']:,.0f} | {themis:.3f} | {best:.3f} |"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-j", type=int, default=2, help="simulations at a time")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names (default: all)")
+    args = parser.parse_args()
+    cases = args.cases.split(",")
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = generate_traces(Path(tmp))
+        runs = [(CASES[c][0], *traces[CASES[c][0]], CASES[c][1], p) for c in cases for p in POLICIES]
+        with ProcessPoolExecutor(args.j) as pool:
+            done = list(pool.map(simulate_one, runs))
+    by_case = {
+        c: dict(zip(POLICIES, done[i * len(POLICIES) : (i + 1) * len(POLICIES)], strict=True))
+        for i, c in enumerate(cases)
+    }
+    misses: list[str] = []
+    print("| case | makespan / min_total_duration_perf | worst rho | unfair | avg JCT s | / Themis | / best _perf |")
+    print("|---|---|---|---|---|---|---|")
+    for case in cases:
+        print(check(case, by_case[case], misses))
+    ratios = [
+        by_case[c]["shockwave"]["makespan_s"] / by_case[c]["min_total_duration_perf"]["makespan_s"] for c in cases
+    ]
+    mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    print(f"\nmakespan geometric mean {mean:.3f} (bar: at most 0.98)")
+    print("bars missed: " + ("; ".join(misses) if misses else "none"))
+
+
+if __name__ == "__main__":
+    main()
