@@ -38,6 +38,8 @@ def simulate(
     seed: int = 0,
     policy_params: Mapping[str, Any] | Iterable[str] = (),
     prices: str | Path | None = None,
+    trace_format: str = "auto",
+    profiles: str | Path | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
@@ -48,7 +50,8 @@ def simulate(
     `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`, or `KEY=VALUE` texts as
     `--policy-param` writes them), each one it must declare;
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
-    and that the cost-aware policies weigh throughput by.
+    and that the cost-aware policies weigh throughput by; `trace_format="sia"` reads `trace` as Sia's workload CSV,
+    rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles.
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -68,6 +71,8 @@ def simulate(
         seed,
         policy_params,
         None if prices is None else Path(prices),
+        trace_format=trace_format,
+        profiles=None if profiles is None else Path(profiles),
     )
     return Result.model_validate(summary)
 

@@ -108,6 +108,20 @@ PricesOpt = Annotated[
 ]
 
 
+TraceFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--trace-format",
+        help="auto: the project's or Gavel's trace (told apart by their columns); sia: Sia's workload CSV, rigid "
+        "jobs at the GPUs and batch size each line asks for (needs --profiles).",
+    ),
+]
+ProfilesOpt = Annotated[
+    Path | None,
+    typer.Option("--profiles", help="With --trace-format sia: the folder of Sia's per-application profiles."),
+]
+
+
 @app.command("simulate")
 def simulate_cmd(
     trace: TraceOpt,
@@ -131,6 +145,8 @@ def simulate_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Also write result.json and rounds.csv here.")] = None,
     allow_unfinished: AllowUnfinishedOpt = False,
+    trace_format: TraceFormatOpt = "auto",
+    profiles: ProfilesOpt = None,
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate  # looked up here, when it runs (tests replace it)
@@ -154,6 +170,8 @@ def simulate_cmd(
             seed=seed,
             policy_params=policy_param or (),
             prices=prices,
+            trace_format=trace_format,
+            profiles=profiles,
         )
     result = with_command(typed.to_json_dict(), this_command())
     _report_run(result, typed.rounds, out_dir, as_json)

@@ -147,7 +147,7 @@ class Simulator:
         factor = 1.0
         restarted = previous is not None and self._restarts(job.id, launch.gpus, previous)
         if not self.replay and restarted and exec_s != 0 and exec_s > m.round_seconds - m.restart_cost_margin_s:
-            cost = min(m.restart_cost(job.scale_factor), exec_s)
+            cost = min(self._restart_cost(job), exec_s)
             factor = (exec_s - cost) / exec_s
             exec_s -= cost
         steps = launch.steps if factor == 1.0 else int(launch.steps * factor)  # a fraction only in a last round
@@ -312,13 +312,18 @@ class Simulator:
         if self.on_round is not None:
             self.on_round(Progress(self.view.now, len(self.placements), len(self.finished), len(self.specs)))
 
+    def _restart_cost(self, job: JobState) -> float:
+        """The job's own restart cost where its description gives one, else the mechanics' for its gang."""
+        own = job.spec.restart_s
+        return self.mechanics.restart_cost(job.scale_factor) if own is None else own
+
     def _startup(self, job: JobState, *, restarting: bool) -> float:
         """Seconds of this round the job spends starting (replaying a real run); a start-up longer than a round
         goes on in the next one if the job keeps its GPUs, and is lost otherwise."""
         if not self.replay:
             return 0.0
         self.switched.discard(job.id)
-        left = self.mechanics.restart_cost(job.scale_factor) if restarting else self.starting.pop(job.id, 0.0)
+        left = self._restart_cost(job) if restarting else self.starting.pop(job.id, 0.0)
         length = self.mechanics.round_seconds
         if left > length:
             self.starting[job.id] = left - length

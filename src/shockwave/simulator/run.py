@@ -14,9 +14,11 @@ from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
-from shockwave.workload_model.profile import read_workload
+from shockwave.workload_model.job import Job
+from shockwave.workload_model.profile import JobProfile, read_workload
+from shockwave.workload_model.sia.rigid import read_rigid_workload
 from shockwave.workload_model.summary import makespan_lower_bound
-from shockwave.workload_model.throughput import TableWithFallback
+from shockwave.workload_model.throughput import TableWithFallback, ThroughputModel
 from shockwave.workload_model.trace import require_gangs_fit
 
 
@@ -33,6 +35,9 @@ def simulate(
     seed: int = 0,
     policy_params: Mapping[str, Any] | Iterable[str] = (),
     prices: Path | None = None,
+    *,
+    trace_format: str = "auto",
+    profiles: Path | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
@@ -44,19 +49,27 @@ def simulate(
     Gavel's GCP prices) is what the result's cost is counted in, and is offered to the cost-aware policies as their
     `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
     (`shockwave.results.model.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
+    `trace_format` "sia" reads `trace` as Sia's workload CSV, its jobs rigid, their rates from Sia's per-application
+    `profiles` folder ("auto": the project's or Gavel's trace format, told apart by their columns).
     """
+    imported = _sia_workload(trace, cluster, trace_format, profiles, throughputs, batch_sizes)
     inputs = assemble(
-        policy, cluster, policy_params=policy_params, throughputs=throughputs, config=config, prices=prices
+        policy,
+        cluster,
+        policy_params=policy_params,
+        throughputs=throughputs if imported is None else imported[2],
+        config=config,
+        prices=prices,
     )
-    jobs, profiles = read_workload(trace, inputs.throughputs, batch_sizes)
+    jobs, job_profiles = read_workload(trace, inputs.throughputs, batch_sizes) if imported is None else imported[:2]
     require_gangs_fit(jobs, cluster.largest_pool, trace)
-    mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
+    mechanics.require_rounds(makespan_lower_bound(jobs, job_profiles, cluster.gpus))
     chosen = inputs.build(
         mechanics.min_realloc_interval_s, seed=seed, reference_quirks=mechanics.reference_policy_quirks
     )
     engine = Simulator(
         jobs,
-        profiles,
+        job_profiles,
         inputs.throughputs,
         cluster,
         chosen,
@@ -77,6 +90,32 @@ def simulate(
     if isinstance(tm, TableWithFallback) and tm.estimated:
         summary["estimated_throughputs"] = tm.estimated_records()
     return summary, result
+
+
+TRACE_FORMATS = ("auto", "sia")
+
+
+def _sia_workload(
+    trace: Path,
+    cluster: ClusterSpec,
+    trace_format: str,
+    profiles: Path | None,
+    throughputs: Path | ThroughputModel | None,
+    batch_sizes: Path | None,
+) -> tuple[list[Job], list[JobProfile], ThroughputModel] | None:
+    """Sia's workload read as rigid jobs with their rates (`trace_format` "sia"), else None; what goes with it
+    checked."""
+    if trace_format not in TRACE_FORMATS:
+        raise InputError(f"unknown trace format {trace_format!r}; choose {' or '.join(TRACE_FORMATS)}")
+    if trace_format != "sia":
+        if profiles is not None:
+            raise InputError("--profiles is the folder of Sia's profiles: it goes with --trace-format sia")
+        return None
+    if profiles is None:
+        raise InputError("--trace-format sia needs --profiles DIR (the `traces/` folder of Sia's simulator)")
+    if throughputs is not None or batch_sizes is not None:
+        raise InputError("--trace-format sia takes its rates from --profiles: no --throughputs or --batch-sizes")
+    return read_rigid_workload(trace, profiles, cluster)
 
 
 def _measured(window: tuple[int, int] | None, jobs: int, trace: Path) -> range | None:

@@ -231,8 +231,24 @@ WORKLOAD_FAMILIES = ("ResNet-18", "ResNet-50", "LM", "Transformer", "Recommendat
 import torch (the service, the CLI) knows them too."""
 
 
+IMPORTED: dict[str, ModelFamily] = {}
+"""Families read from a user's files in this process (Sia's applications, `workload_model/sia/`)."""
+
+
+def register_imported(imported: ModelFamily) -> None:
+    """Make an imported family known by its name; the same name read again must describe the same family."""
+    if imported.name in FAMILIES:
+        raise InputError(f"imported application {imported.name!r} has the name of a built-in model")
+    known = IMPORTED.setdefault(imported.name, imported)
+    if known != imported:
+        raise InputError(
+            f"application {imported.name!r} was read before from other profiles in this process "
+            f"({known.dataset_size} samples per epoch, now {imported.dataset_size})"
+        )
+
+
 def family(name: str) -> ModelFamily:
     try:
-        return FAMILIES[name]
+        return FAMILIES[name] if name in FAMILIES else IMPORTED[name]
     except KeyError:
         raise InputError(f"unknown model {name!r}; known models: {', '.join(FAMILIES)}") from None

@@ -27,6 +27,9 @@ class Job:
     """SLO factor: the job should finish within this many times its duration (else its isolated time); -1: none."""
     duration: int = 0
     """The run time the trace's generator drew, in seconds (0 where it states none)."""
+    restart_s: float | None = None
+    """Seconds a restart costs this job (its application's checkpoint and restore, as Sia's profiles give it);
+    None: the mechanics' cost for its gang."""
 
     @property
     def job_type(self) -> str:

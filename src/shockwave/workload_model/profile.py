@@ -20,7 +20,13 @@ from shockwave.io.text import BATCH_SIZES_LIMIT
 from shockwave.workload_model.adaptation import profile_batch_sizes
 from shockwave.workload_model.catalog import family
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, load_throughputs, rate_or_zero
+from shockwave.workload_model.throughput import (
+    DEFAULT_GPU_TYPE,
+    ThroughputModel,
+    UnknownThroughput,
+    load_throughputs,
+    rate_or_zero,
+)
 from shockwave.workload_model.trace import read_trace
 
 
@@ -100,8 +106,11 @@ def _last_epoch_share(job: Job, epochs: int) -> float:
     return min(1.0, job.total_steps / family(job.model).iterations_per_epoch(job.batch_size) - (epochs - 1))
 
 
-def build_profile(job: Job, throughputs: ThroughputModel, batch_sizes: list[int] | None = None) -> JobProfile:
-    """The planned profile, or the one of `batch_sizes` (per epoch) when the job's real schedule is known."""
+def build_profile(
+    job: Job, throughputs: ThroughputModel, batch_sizes: list[int] | None = None, *, gpu_type: str = DEFAULT_GPU_TYPE
+) -> JobProfile:
+    """The planned profile, or the one of `batch_sizes` (per epoch) when the job's real schedule is known, timed
+    on `gpu_type`."""
     fam = family(job.model)
     epochs = epochs_of(job)
     if batch_sizes is not None:
@@ -114,7 +123,7 @@ def build_profile(job: Job, throughputs: ThroughputModel, batch_sizes: list[int]
     rate: dict[int, float] = {}
     for bs, _ in runs:
         try:
-            rate[bs] = throughputs.throughput(fam.name, bs, job.scale_factor)
+            rate[bs] = throughputs.throughput(fam.name, bs, job.scale_factor, gpu_type)
         except UnknownThroughput as exc:
             raise InputError(f"cannot profile {job.job_type} ({job.mode}): {exc}") from None
     return JobProfile(

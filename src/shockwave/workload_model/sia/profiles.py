@@ -1,0 +1,255 @@
+"""Sia's measured per-application profiles: a folder per application with, for each GPU type T,
+`placements-T.csv` and `scalability-T.csv` (seconds per optimizer step, and of it in gradient synchronisation, per
+placement and per-GPU batch size) and, shared by the types, `validation-B.csv` per global batch size B (one line per
+epoch: cumulative progress, iterations, and the gradient's squared norm and variance in that epoch).
+
+A placement is the GPUs a job uses on each node, written as digits (`44`: two nodes of 4). Progress is counted in
+iterations at the application's smallest profiled batch size, so a step at batch M makes `gain` of it, which
+depends on the gradient noise (Pollux's statistical efficiency, `Application.gain`).
+
+Per-application constants that the artifact keeps in code, not in these files (`applications.py` and
+`simulator_config.py` at aaf7a0d): the seconds a restart costs (checkpoint and restore) and a calibration slowdown
+that divides every measured rate; an application they do not list gets 30 s and 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.interpolate import LinearNDInterpolator
+
+from shockwave.core.errors import InputError
+from shockwave.workload_model.sia.table import Row, rows
+
+RESTART_S = {
+    "bert": 120.0,
+    "cifar10": 50.0,
+    "deepspeech2": 25.0,
+    "imagenet": 250.0,
+    "yolov3": 80.0,
+    "ncf": 15.0,
+    "gpt_pmp": 30.0,
+}
+SLOWDOWN = {"bert": 1.2, "cifar10": 1.8, "deepspeech2": 1.2, "imagenet": 1.2, "yolov3": 1.2, "ncf": 1.5, "gpt_pmp": 1.0}
+DEFAULT_RESTART_S = 30.0
+MAX_NODES_INTERPOLATED = 16
+"""Placements over more nodes are read from the scalability fit at 16 (the artifact's largest profiled count)."""
+
+_PLACEMENTS = re.compile(r"placements-(.+)\.csv")
+_VALIDATION = re.compile(r"validation-(\d+)\.csv")
+
+
+@dataclass(frozen=True)
+class StepTime:
+    local_bsz: float
+    step_s: float
+    sync_s: float
+
+
+@dataclass(frozen=True)
+class Epoch:
+    progress: float
+    """Cumulative progress at the epoch's end."""
+    grad_sqr: float
+    grad_var: float
+
+
+@dataclass(frozen=True)
+class TypeProfile:
+    gpu_type: str
+    placements: dict[str, tuple[StepTime, ...]]
+    """Canonical placement (`canonical`) -> its rows by per-GPU batch size."""
+    scalability: tuple[tuple[int, int, StepTime], ...]
+    """(nodes, replicas, row) of the larger shapes."""
+
+    def step(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float] | None:
+        """(seconds per step, of which synchronisation) at `placement` and per-GPU batch `local_bsz`: interpolated
+        along the batch among the placement's own rows, else over (nodes, replicas, batch) among every row; None
+        outside what was measured."""
+        own = self.placements.get(canonical(placement))
+        if own is not None:
+            sizes = [r.local_bsz for r in own]
+            if not sizes[0] <= local_bsz <= sizes[-1]:
+                return None
+            step = float(np.interp(local_bsz, sizes, [r.step_s for r in own]))
+            return step, float(np.interp(local_bsz, sizes, [r.sync_s for r in own]))
+        nodes = min(sum(1 for g in placement if g > 0), MAX_NODES_INTERPOLATED)
+        value = self._fit(np.array([[nodes, sum(placement), local_bsz]], dtype=float))[0]
+        if not np.isfinite(value).all():
+            return None
+        return float(value[0]), float(value[1])
+
+    def max_local_bsz(self, placement: tuple[int, ...]) -> float:
+        """The largest per-GPU batch measured at `placement` (else on shapes at least as large)."""
+        own = self.placements.get(canonical(placement))
+        if own is not None:
+            return own[-1].local_bsz
+        nodes, replicas = sum(1 for g in placement if g > 0), sum(placement)
+        larger = [r.local_bsz for n, k, r in self._points() if n >= nodes and k >= replicas]
+        return max(larger, default=0.0)
+
+    def _points(self) -> list[tuple[int, int, StepTime]]:
+        """Every measured (nodes, replicas, row): the placements' rows averaged per shape and batch, then the
+        scalability rows."""
+        by_shape: dict[tuple[int, int, float], list[StepTime]] = {}
+        for key, rows_ in self.placements.items():
+            shape = (len(key), sum(int(d) for d in key))
+            for r in rows_:
+                by_shape.setdefault((*shape, r.local_bsz), []).append(r)
+        mean = [
+            (n, k, StepTime(b, float(np.mean([r.step_s for r in rs])), float(np.mean([r.sync_s for r in rs]))))
+            for (n, k, b), rs in sorted(by_shape.items())
+        ]
+        return mean + list(self.scalability)
+
+    @functools.cached_property
+    def _fit(self) -> LinearNDInterpolator:
+        points = self._points()
+        x = np.array([[n, k, r.local_bsz] for n, k, r in points], dtype=float)
+        y = np.array([[r.step_s, r.sync_s] for _, _, r in points], dtype=float)
+        return LinearNDInterpolator(x, y)
+
+
+@dataclass(frozen=True)
+class Application:
+    name: str
+    types: dict[str, TypeProfile]
+    validation: dict[int, tuple[Epoch, ...]]
+    """Global batch size -> one entry per epoch."""
+    restart_s: float
+    slowdown: float
+
+    @property
+    def init_batch(self) -> int:
+        return min(self.validation)
+
+    @property
+    def max_batch(self) -> int:
+        return max(self.validation)
+
+    @property
+    def max_epochs(self) -> int:
+        return min(len(epochs) for epochs in self.validation.values())
+
+    def epoch_end(self, epoch: int) -> float:
+        """Progress at the end of `epoch` (0-based): the least any batch size's file records."""
+        return min(epochs[epoch].progress for epochs in self.validation.values())
+
+    @property
+    def total_progress(self) -> float:
+        return self.epoch_end(self.max_epochs - 1)
+
+    def gain(self, batch: float, epoch: int) -> float:
+        """Progress one step at global batch `batch` makes in `epoch`: with the gradient's squared norm and
+        variance interpolated between the profiled batch sizes around it and s = batch / init_batch,
+        (var + sqr) / (var / s + sqr), between 1 and s (Pollux's statistical efficiency times s)."""
+        sizes = sorted(self.validation)
+        batch = min(max(batch, sizes[0]), sizes[-1])
+        sqr = float(np.interp(batch, sizes, [self.validation[b][epoch].grad_sqr for b in sizes]))
+        var = float(np.interp(batch, sizes, [self.validation[b][epoch].grad_var for b in sizes]))
+        scale = batch / self.init_batch
+        return (var + sqr) / (var / scale + sqr) if var / scale + sqr > 0 else scale
+
+
+def canonical(placement: Iterable[int]) -> str:
+    """A placement's key: its non-zero GPU counts as digits, rotated to the smallest rotation (a placement on
+    nodes 4, 4, 2 is the same measurement as 2, 4, 4 taken round the ring)."""
+    digits = "".join(str(g) for g in placement if g > 0)
+    return min((digits[i:] + digits[:i] for i in range(len(digits))), default="")
+
+
+def load_profiles(folder: str | Path, applications: Iterable[str]) -> dict[str, Application]:
+    """The profiles of `applications` under `folder` (one subfolder each)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("Sia profile folder not found (give the artifact's `traces/` folder)", path=folder)
+    loaded = {}
+    for name in sorted(set(applications)):
+        app = folder / name
+        if not app.is_dir():
+            known = sorted(p.name for p in folder.iterdir() if p.is_dir())
+            raise InputError(f"no profile for application {name!r} (found: {', '.join(known) or 'none'})", path=app)
+        loaded[name] = load_application(app)
+    return loaded
+
+
+def load_application(folder: Path) -> Application:
+    types = {}
+    for path in sorted(folder.glob("placements-*.csv")):
+        match = _PLACEMENTS.fullmatch(path.name)
+        if match is None:
+            continue
+        gpu_type = match.group(1)
+        scalability = folder / f"scalability-{gpu_type}.csv"
+        types[gpu_type] = TypeProfile(
+            gpu_type, _placements(path), _scalability(scalability) if scalability.exists() else ()
+        )
+    if not types:
+        raise InputError("no placements-<gpu type>.csv in the application's profile folder", path=folder)
+    validation = {}
+    for path in sorted(folder.glob("validation-*.csv")):
+        match = _VALIDATION.fullmatch(path.name)
+        if match is not None and int(match.group(1)) > 0:
+            validation[int(match.group(1))] = _validation(path)
+    if not validation:
+        raise InputError("no validation-<batch size>.csv in the application's profile folder", path=folder)
+    name = folder.name
+    return Application(name, types, validation, RESTART_S.get(name, DEFAULT_RESTART_S), SLOWDOWN.get(name, 1.0))
+
+
+def _step(row: Row) -> StepTime:
+    step = row.number("step_time", positive=True)
+    sync = row.number("sync_time")
+    if sync > step:
+        raise InputError(
+            f"sync_time {sync} is more than step_time {step}", path=row.path, line=row.line, field="sync_time"
+        )
+    return StepTime(row.number("local_bsz", positive=True), step, sync)
+
+
+def _placements(path: Path) -> dict[str, tuple[StepTime, ...]]:
+    by_placement: dict[str, list[StepTime]] = {}
+    for row in rows(path, "Sia placements file", ("placement", "local_bsz", "step_time", "sync_time")):
+        digits = row.text("placement")
+        if not digits.isdigit() or "0" in digits or len(digits) > 64:
+            raise InputError(
+                f"expected GPUs per node as digits 1-9 (e.g. 44), got {digits!r}",
+                path=path,
+                line=row.line,
+                field="placement",
+            )
+        by_placement.setdefault(canonical(int(d) for d in digits), []).append(_step(row))
+    return {key: tuple(sorted(steps, key=lambda r: r.local_bsz)) for key, steps in by_placement.items()}
+
+
+def _scalability(path: Path) -> tuple[tuple[int, int, StepTime], ...]:
+    columns = ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
+    found = []
+    for row in rows(path, "Sia scalability file", columns):
+        nodes, replicas = row.whole("num_nodes"), row.whole("num_replicas")
+        if replicas < nodes:
+            raise InputError(
+                f"{replicas} replicas on {nodes} nodes: at least one per node",
+                path=path,
+                line=row.line,
+                field="num_replicas",
+            )
+        found.append((nodes, replicas, _step(row)))
+    return tuple(found)
+
+
+def _validation(path: Path) -> tuple[Epoch, ...]:
+    epochs: list[Epoch] = []
+    for row in rows(path, "Sia validation file", ("progress", "iteration", "grad_sqr", "grad_var")):
+        progress = row.number("progress", positive=True)
+        if epochs and progress < epochs[-1].progress:
+            raise InputError(
+                "progress must not decrease from one epoch to the next", path=path, line=row.line, field="progress"
+            )
+        epochs.append(Epoch(progress, row.number("grad_sqr"), row.number("grad_var")))
+    return tuple(epochs)

@@ -1,0 +1,170 @@
+"""Sia's workload as rigid jobs: each job at the GPU count and global batch size its line asks for, so every policy
+of this project (which keeps a job's gang) runs on Sia's workloads.
+
+A job at global batch M on r GPUs of type t runs on the packed placement (whole nodes of t, then the rest), each
+GPU at per-GPU batch b with k gradient-accumulation steps: local = ceil(M / r), k = ceil(local / b_max) - 1 (at
+least 1 on one GPU above the application's smallest batch), b = ceil(local / (k + 1)), b_max the largest per-GPU
+batch measured at that placement (the artifact's rule for a fixed batch). A step takes step + k (step - sync)
+seconds times the application's calibration slowdown. Its work is the application's total progress, which a step
+at the effective batch M' = r b (k + 1) advances by the profile's gain in the step's epoch, so the job needs
+sum_e (progress of epoch e) / gain_e(M') steps: its total steps count them at the line's batch, and a type whose
+M' differs runs proportionally more or fewer of them per second. The job's "epochs" here are its steps over the
+application's implied epoch (total progress / epochs x smallest batch samples), as every job of this project.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
+from shockwave.workload_model.catalog import ModelFamily, register_imported
+from shockwave.workload_model.job import Job
+from shockwave.workload_model.profile import JobProfile, build_profile
+from shockwave.workload_model.sia.profiles import Application, load_profiles
+from shockwave.workload_model.sia.workload import SiaJob, read_workload
+from shockwave.workload_model.throughput import UnknownThroughput
+
+
+@dataclass
+class SiaThroughputs:
+    """Steps per second of a rigid job of an imported application, by GPU type (the ThroughputModel protocol)."""
+
+    applications: dict[str, Application]
+    gpus_per_node: dict[str, int]
+    name: str = "sia profiles"
+    _known: dict[tuple[str, int, int, str], float] = field(default_factory=dict, repr=False)
+
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        common = set.intersection(*(set(app.types) for app in self.applications.values()))
+        return tuple(t for t in self.gpus_per_node if t in common)
+
+    def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = "") -> float:
+        key = (model, batch_size, gpus, gpu_type)
+        if key not in self._known:
+            self._known[key] = self._rate(model, batch_size, gpus, gpu_type)
+        return self._known[key]
+
+    def _rate(self, model: str, batch: int, gpus: int, gpu_type: str) -> float:
+        app = self.applications.get(model)
+        if app is None or gpu_type not in app.types or gpu_type not in self.gpus_per_node:
+            raise UnknownThroughput(f"no Sia profile for {model} on {gpu_type!r}")
+        step = rigid_step(app, gpu_type, self.gpus_per_node[gpu_type], gpus, batch)
+        if step is None:
+            raise UnknownThroughput(f"{model} at batch {batch} on {gpus} {gpu_type} GPUs is outside its profile")
+        seconds, effective = step
+        return steps_needed(app, batch) / steps_needed(app, effective) / seconds
+
+
+def packed(gpus: int, per_node: int) -> tuple[int, ...]:
+    """Whole nodes first, then the rest on one more."""
+    whole, rest = divmod(gpus, per_node)
+    return (per_node,) * whole + ((rest,) if rest else ())
+
+
+def rigid_step(app: Application, gpu_type: str, per_node: int, gpus: int, batch: int) -> tuple[float, int] | None:
+    """(seconds per step with the slowdown, effective global batch) of `batch` on `gpus` GPUs of a type, or None
+    where the profile has no measurement."""
+    profile = app.types[gpu_type]
+    placement = packed(gpus, per_node)
+    largest = profile.max_local_bsz(placement)
+    if largest <= 0:
+        return None
+    local = math.ceil(batch / gpus - 1e-8)
+    accumulation = math.ceil(local / largest - 1e-8) - 1
+    if gpus == 1 and batch > app.init_batch:
+        accumulation = max(accumulation, 1)
+    per_gpu = math.ceil(local / (accumulation + 1) - 1e-8)
+    timed = profile.step(placement, per_gpu)
+    if timed is None:
+        return None
+    step, sync = timed
+    return (step + accumulation * (step - sync)) * app.slowdown, gpus * per_gpu * (accumulation + 1)
+
+
+def steps_needed(app: Application, batch: int) -> float:
+    """Steps at global batch `batch` that do the application's whole progress."""
+    needed, before = 0.0, 0.0
+    for epoch in range(app.max_epochs):
+        end = app.epoch_end(epoch)
+        needed += (end - before) / app.gain(batch, epoch)
+        before = end
+    return needed
+
+
+def family_of(app: Application) -> ModelFamily:
+    """The application as a model family: its samples per epoch implied by the profile."""
+    dataset = max(1, round(app.total_progress / app.max_epochs * app.init_batch))
+    return ModelFamily(
+        name=app.name,
+        dataset="Sia profile",
+        dataset_size=dataset,
+        template_batch_sizes=(),
+        min_batch_size=app.init_batch,
+        max_batch_size=app.max_batch,
+        distributable=True,
+        command="",
+        working_directory="",
+        num_steps_arg="",
+        generated=False,
+    )
+
+
+def read_rigid_workload(
+    workload: str | Path, profiles: str | Path, cluster: ClusterSpec
+) -> tuple[list[Job], list[JobProfile], SiaThroughputs]:
+    """The workload's jobs as rigid jobs, their profiles (timed on the cluster's first type) and the throughput
+    model of their applications on the cluster's types."""
+    sia_jobs = read_workload(workload)
+    _require_profiles(sia_jobs, Path(workload), Path(profiles))
+    apps = load_profiles(profiles, {job.application for job in sia_jobs})
+    for app in apps.values():
+        missing = [t for t in cluster.types if t not in app.types]
+        if missing:
+            raise InputError(
+                f"application {app.name!r} has no profile for GPU type {', '.join(missing)} "
+                f"(profiled: {', '.join(sorted(app.types))})",
+                path=Path(profiles) / app.name,
+            )
+        register_imported(family_of(app))
+    tm = SiaThroughputs(apps, {pool.gpu_type: pool.gpus_per_server for pool in cluster.pools})
+    jobs = []
+    for job in sia_jobs:
+        app = apps[job.application]
+        _require_runs(job, Path(workload), tm)
+        steps = math.ceil(steps_needed(app, job.batch_size))
+        jobs.append(Job(app.name, job.batch_size, job.replicas, steps, job.arrival_s, restart_s=app.restart_s))
+    return jobs, [build_profile(job, tm, gpu_type=cluster.types[0]) for job in jobs], tm
+
+
+def _require_profiles(jobs: list[SiaJob], workload: Path, profiles: Path) -> None:
+    """Every job's application has a profile folder, or the job's line is named."""
+    if not profiles.is_dir():
+        raise InputError("Sia profile folder not found (give the artifact's `traces/` folder)", path=profiles)
+    for job in jobs:
+        if not (profiles / job.application).is_dir():
+            raise InputError(
+                f"no profile folder {job.application!r} under {profiles}",
+                path=workload,
+                line=job.line,
+                field="application",
+            )
+
+
+def _require_runs(job: SiaJob, workload: Path, tm: SiaThroughputs) -> None:
+    """The job runs on some type of the cluster at its gang and batch."""
+    for gpu_type in tm.gpus_per_node:
+        try:
+            if tm.throughput(job.application, job.batch_size, job.replicas, gpu_type) > 0:
+                return
+        except UnknownThroughput:
+            continue
+    raise InputError(
+        f"{job.application} at batch {job.batch_size} on {job.replicas} GPUs is outside its profile on every GPU type",
+        path=workload,
+        line=job.line,
+        field="batch_size",
+    )

@@ -1,0 +1,80 @@
+"""Sia's workload as rigid jobs: steps and rates by the artifact's fixed-batch rule, hand-computed on the toy
+profile, and every policy of the project finishing an imported workload."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shockwave.api import simulate
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
+from shockwave.policies.registry import POLICIES
+from shockwave.workload_model.catalog import family
+from shockwave.workload_model.sia.rigid import packed, read_rigid_workload, rigid_step, steps_needed
+
+CLUSTER = "a:8:4,b:8:8"
+
+
+def test_steps_and_rates_follow_the_fixed_batch_rule(workload: Path, profiles: Path) -> None:
+    jobs, job_profiles, tm = read_rigid_workload(workload, profiles, ClusterSpec.parse(CLUSTER))
+    app = tm.applications["toy"]
+    # 30 progress over three epochs: 30 steps at batch 32 (gain 1), 22.5 at 64 (gain 4/3).
+    assert steps_needed(app, 32) == pytest.approx(30) and steps_needed(app, 64) == pytest.approx(22.5)
+    assert [j.total_steps for j in jobs][:2] == [23, 23]
+    assert [j.restart_s for j in jobs] == [30.0] * 4
+    # Batch 64 on 2 GPUs of a: 32 per GPU (the largest measured), no accumulation: 0.22 s a step.
+    assert tm.throughput("toy", 64, 2, "a") == pytest.approx(1 / 0.22)
+    # On one GPU: 64 > 32 measured, one accumulation step of 32: 0.2 + (0.2 - 0) s.
+    assert rigid_step(app, "a", 4, 1, 64) == pytest.approx((0.4, 64))
+    # Batch 32 on 4 GPUs: 8 per GPU, below what was measured: unknown there.
+    assert rigid_step(app, "a", 4, 4, 32) is None
+    assert tm.throughput("toy", 64, 2, "b") == pytest.approx(1 / 0.44)
+    assert packed(10, 4) == (4, 4, 2)
+    assert family("toy").dataset_size == 10 * 32 and job_profiles[0].epochs == 5  # ceil(23 / (320 / 64))
+
+
+def test_a_job_outside_its_profile_is_refused_with_its_line(workload: Path, profiles: Path) -> None:
+    with workload.open("a") as out:
+        out.write("toy-4,120,toy,4,32\n")  # 8 per GPU: below what was measured, on every type
+    with pytest.raises(InputError, match="outside its profile") as error:
+        read_rigid_workload(workload, profiles, ClusterSpec.parse(CLUSTER))
+    assert (error.value.line, error.value.field) == (6, "batch_size")
+
+
+@pytest.fixture
+def prices(tmp_path: Path) -> Path:
+    path = tmp_path / "prices.json"
+    path.write_text(json.dumps({"prices": {"a": 1.0, "b": 0.5}}))
+    return path
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_every_policy_runs_on_a_sia_workload(workload: Path, profiles: Path, prices: Path, policy: str) -> None:
+    result = simulate(workload, policy, CLUSTER, trace_format="sia", profiles=profiles, round_seconds=60, prices=prices)
+    assert result.complete and len(result.jobs) == 4
+
+
+def test_cli_reads_sia_workloads_and_refuses_what_does_not_go_with_them(workload: Path, profiles: Path) -> None:
+    from typer.testing import CliRunner
+
+    from shockwave.cli import app
+
+    args = ["simulate", "--trace", str(workload), "--trace-format", "sia", "--profiles", str(profiles)]
+    ran = CliRunner().invoke(app, [*args, "--cluster", CLUSTER, "--policy", "max_sum_throughput_perf", "--json"])
+    result = json.loads(ran.stdout)
+    assert result["complete"] and {"avg_jct_s", "makespan_s", "worst_ftf", "unfair_fraction"} <= set(result)
+    with pytest.raises(InputError, match="needs --profiles"):
+        simulate(workload, "fifo", CLUSTER, trace_format="sia")
+    with pytest.raises(InputError, match="goes with --trace-format sia"):
+        simulate(workload, "fifo", CLUSTER, profiles=profiles)
+    with pytest.raises(InputError, match="unknown trace format"):
+        simulate(workload, "fifo", CLUSTER, trace_format="csv")
+    with pytest.raises(InputError, match="no profile for GPU type c"):
+        simulate(workload, "fifo", "a:8:4,c:8", trace_format="sia", profiles=profiles)
+    (profiles / "toy").rename(profiles / "other")
+    with pytest.raises(InputError, match="no profile folder 'toy'") as error:
+        simulate(workload, "fifo", CLUSTER, trace_format="sia", profiles=profiles)
+    assert (error.value.line, error.value.field) == (2, "application")
