@@ -10,6 +10,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from sia_files import toy_application, toy_workload
+
 ROOT = Path(__file__).resolve().parents[1]
 """The project's folder (tests/ mirrors src/shockwave/ below it, so a test finds the project from here)."""
 REFERENCE = ROOT.parent / "shared" / "reference"
@@ -87,3 +89,18 @@ def check_results(results: list[dict]) -> None:
     schema = result_schema()
     for result in results:
         jsonschema.validate(result, schema)
+
+
+# -- Sia's formats (tests/sia_files.py writes them) -------------------------------------------------------------------
+@pytest.fixture
+def sia_profiles(tmp_path: Path) -> Path:
+    """A Sia-format profile folder with one application, `toy`, on GPU types `a` and `b`."""
+    folder = tmp_path / "traces"
+    toy_application(folder)
+    return folder
+
+
+@pytest.fixture
+def sia_workload(tmp_path: Path) -> Path:
+    """A Sia-format workload of four `toy` jobs."""
+    return toy_workload(tmp_path)

@@ -3,7 +3,6 @@ file, line and column when a value is wrong."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,10 +15,11 @@ from shockwave.workload_model.sia.profiles import (
     load_application,
     load_profiles,
 )
+from sia_files import toy_application
 
 
-def test_constants_progress_and_gain(profiles: Path) -> None:
-    app = load_application(profiles / "toy")
+def test_constants_progress_and_gain(sia_profiles: Path) -> None:
+    app = load_application(sia_profiles / "toy")
     assert sorted(app.types) == ["a", "b"]
     assert (app.init_batch, app.max_batch, app.max_epochs) == (32, 64, 3)
     assert app.epoch_end(0) == 10.0 and app.total_progress == 30.0
@@ -30,8 +30,8 @@ def test_constants_progress_and_gain(profiles: Path) -> None:
     assert app.gain(48, 1) == pytest.approx(2 / (1 / 1.5 + 1))
 
 
-def test_step_times_interpolate_along_the_batch_and_over_shapes(profiles: Path) -> None:
-    a = load_application(profiles / "toy").types["a"]
+def test_step_times_interpolate_along_the_batch_and_over_shapes(sia_profiles: Path) -> None:
+    a = load_application(sia_profiles / "toy").types["a"]
     assert a.step((1,), 24) == pytest.approx((0.15, 0.0))
     assert a.step((2,), 32) == pytest.approx((0.22, 0.02))
     assert a.step((4, 4), 16) == pytest.approx((0.15, 0.05))
@@ -47,10 +47,8 @@ def test_placements_are_keyed_by_their_smallest_rotation() -> None:
     assert canonical((0, 4, 0, 4)) == "44"
 
 
-def test_known_applications_carry_the_artifacts_restart_costs(
-    tmp_path: Path, make_application: Callable[[Path, str], Path]
-) -> None:
-    app = load_application(make_application(tmp_path, "imagenet"))
+def test_known_applications_carry_the_artifacts_restart_costs(tmp_path: Path) -> None:
+    app = load_application(toy_application(tmp_path, "imagenet"))
     assert app.restart_s == RESTART_S["imagenet"] == 250.0 and app.slowdown == 1.2
 
 
@@ -64,25 +62,27 @@ def test_known_applications_carry_the_artifacts_restart_costs(
         ("validation-32.csv", "progress,iteration,metric,grad_sqr,grad_var", "10,0,0.1,-1,1", "grad_sqr"),
     ],
 )
-def test_a_bad_value_names_file_line_and_column(profiles: Path, file: str, header: str, row: str, field: str) -> None:
-    path = profiles / "toy" / file
+def test_a_bad_value_names_file_line_and_column(
+    sia_profiles: Path, file: str, header: str, row: str, field: str
+) -> None:
+    path = sia_profiles / "toy" / file
     path.write_text(f"{header}\n{row}\n")
     with pytest.raises(InputError) as error:
-        load_application(profiles / "toy")
+        load_application(sia_profiles / "toy")
     assert (error.value.path, error.value.line, error.value.field) == (str(path), 2, field)
 
 
-def test_missing_columns_folders_and_files_are_named(profiles: Path) -> None:
-    path = profiles / "toy" / "placements-a.csv"
+def test_missing_columns_folders_and_files_are_named(sia_profiles: Path) -> None:
+    path = sia_profiles / "toy" / "placements-a.csv"
     path.write_text("placement,local_bsz,step_time\n1,16,0.1\n")
     with pytest.raises(InputError, match="no column 'sync_time'"):
-        load_application(profiles / "toy")
+        load_application(sia_profiles / "toy")
     with pytest.raises(InputError, match="no profile for application 'bert'"):
-        load_profiles(profiles, ["bert"])
+        load_profiles(sia_profiles, ["bert"])
     with pytest.raises(InputError, match="profile folder not found"):
-        load_profiles(profiles / "nowhere", ["toy"])
-    for validation in (profiles / "toy").glob("validation-*.csv"):
+        load_profiles(sia_profiles / "nowhere", ["toy"])
+    for validation in (sia_profiles / "toy").glob("validation-*.csv"):
         validation.unlink()
     path.write_text("placement,local_bsz,step_time,sync_time\n1,16,0.1,0\n")
     with pytest.raises(InputError, match="no validation-"):
-        load_application(profiles / "toy")
+        load_application(sia_profiles / "toy")

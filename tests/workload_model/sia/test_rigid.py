@@ -18,8 +18,8 @@ from shockwave.workload_model.sia.rigid import packed, read_rigid_workload, rigi
 CLUSTER = "a:8:4,b:8:8"
 
 
-def test_steps_and_rates_follow_the_fixed_batch_rule(workload: Path, profiles: Path) -> None:
-    jobs, job_profiles, tm = read_rigid_workload(workload, profiles, ClusterSpec.parse(CLUSTER))
+def test_steps_and_rates_follow_the_fixed_batch_rule(sia_workload: Path, sia_profiles: Path) -> None:
+    jobs, job_profiles, tm = read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
     app = tm.applications["toy"]
     # 30 progress over three epochs: 30 steps at batch 32 (gain 1), 22.5 at 64 (gain 4/3).
     assert steps_needed(app, 32) == pytest.approx(30) and steps_needed(app, 64) == pytest.approx(22.5)
@@ -36,11 +36,11 @@ def test_steps_and_rates_follow_the_fixed_batch_rule(workload: Path, profiles: P
     assert family("toy").dataset_size == 10 * 32 and job_profiles[0].epochs == 5  # ceil(23 / (320 / 64))
 
 
-def test_a_job_outside_its_profile_is_refused_with_its_line(workload: Path, profiles: Path) -> None:
-    with workload.open("a") as out:
+def test_a_job_outside_its_profile_is_refused_with_its_line(sia_workload: Path, sia_profiles: Path) -> None:
+    with sia_workload.open("a") as out:
         out.write("toy-4,120,toy,4,32\n")  # 8 per GPU: below what was measured, on every type
     with pytest.raises(InputError, match="outside its profile") as error:
-        read_rigid_workload(workload, profiles, ClusterSpec.parse(CLUSTER))
+        read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
     assert (error.value.line, error.value.field) == (6, "batch_size")
 
 
@@ -52,29 +52,31 @@ def prices(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("policy", sorted(POLICIES))
-def test_every_policy_runs_on_a_sia_workload(workload: Path, profiles: Path, prices: Path, policy: str) -> None:
-    result = simulate(workload, policy, CLUSTER, trace_format="sia", profiles=profiles, round_seconds=60, prices=prices)
+def test_every_policy_runs_on_a_sia_workload(sia_workload: Path, sia_profiles: Path, prices: Path, policy: str) -> None:
+    result = simulate(
+        sia_workload, policy, CLUSTER, trace_format="sia", profiles=sia_profiles, round_seconds=60, prices=prices
+    )
     assert result.complete and len(result.jobs) == 4
 
 
-def test_cli_reads_sia_workloads_and_refuses_what_does_not_go_with_them(workload: Path, profiles: Path) -> None:
+def test_cli_reads_sia_workloads_and_refuses_what_does_not_go_with_them(sia_workload: Path, sia_profiles: Path) -> None:
     from typer.testing import CliRunner
 
     from shockwave.cli import app
 
-    args = ["simulate", "--trace", str(workload), "--trace-format", "sia", "--profiles", str(profiles)]
+    args = ["simulate", "--trace", str(sia_workload), "--trace-format", "sia", "--profiles", str(sia_profiles)]
     ran = CliRunner().invoke(app, [*args, "--cluster", CLUSTER, "--policy", "max_sum_throughput_perf", "--json"])
     result = json.loads(ran.stdout)
     assert result["complete"] and {"avg_jct_s", "makespan_s", "worst_ftf", "unfair_fraction"} <= set(result)
     with pytest.raises(InputError, match="needs --profiles"):
-        simulate(workload, "fifo", CLUSTER, trace_format="sia")
+        simulate(sia_workload, "fifo", CLUSTER, trace_format="sia")
     with pytest.raises(InputError, match="goes with --trace-format sia"):
-        simulate(workload, "fifo", CLUSTER, profiles=profiles)
+        simulate(sia_workload, "fifo", CLUSTER, profiles=sia_profiles)
     with pytest.raises(InputError, match="unknown trace format"):
-        simulate(workload, "fifo", CLUSTER, trace_format="csv")
+        simulate(sia_workload, "fifo", CLUSTER, trace_format="csv")
     with pytest.raises(InputError, match="no profile for GPU type c"):
-        simulate(workload, "fifo", "a:8:4,c:8", trace_format="sia", profiles=profiles)
-    (profiles / "toy").rename(profiles / "other")
+        simulate(sia_workload, "fifo", "a:8:4,c:8", trace_format="sia", profiles=sia_profiles)
+    (sia_profiles / "toy").rename(sia_profiles / "other")
     with pytest.raises(InputError, match="no profile folder 'toy'") as error:
-        simulate(workload, "fifo", CLUSTER, trace_format="sia", profiles=profiles)
+        simulate(sia_workload, "fifo", CLUSTER, trace_format="sia", profiles=sia_profiles)
     assert (error.value.line, error.value.field) == (2, "application")

@@ -10,8 +10,8 @@ from shockwave.core.errors import InputError
 from shockwave.workload_model.sia.workload import read_workload
 
 
-def test_jobs_in_file_order_with_their_category(workload: Path) -> None:
-    jobs = read_workload(workload)
+def test_jobs_in_file_order_with_their_category(sia_workload: Path) -> None:
+    jobs = read_workload(sia_workload)
     assert [(j.name, j.arrival_s, j.application, j.replicas, j.batch_size) for j in jobs] == [
         ("toy-0", 0.0, "toy", 2, 64),
         ("toy-1", 30.5, "toy", 1, 64),

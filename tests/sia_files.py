@@ -3,10 +3,7 @@ and do not ship with the project)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 
 def write_csv(path: Path, header: str, rows: list[str]) -> Path:
@@ -36,22 +33,9 @@ def toy_application(folder: Path, name: str = "toy") -> Path:
     return app
 
 
-@pytest.fixture
-def make_application() -> Callable[[Path, str], Path]:
-    return toy_application
-
-
-@pytest.fixture
-def profiles(tmp_path: Path) -> Path:
-    folder = tmp_path / "traces"
-    toy_application(folder)
-    return folder
-
-
-@pytest.fixture
-def workload(tmp_path: Path) -> Path:
+def toy_workload(folder: Path) -> Path:
     return write_csv(
-        tmp_path / "workload.csv",
+        folder / "workload.csv",
         "name,time,application,num_replicas,batch_size",
         ["toy-0,0,toy,2,64", "toy-1,30.5,toy,1,64", "toy-2,60,toy,4,128", "toy-3,90,toy,8,256"],
     )
