@@ -118,6 +118,9 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names (default: all)")
     args = parser.parse_args()
     cases = args.cases.split(",")
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}")
     with tempfile.TemporaryDirectory() as tmp:
         traces = generate_traces(Path(tmp))
         runs = [(CASES[c][0], *traces[CASES[c][0]], CASES[c][1], p) for c in cases for p in POLICIES]

@@ -7,7 +7,7 @@ GNS switch epochs, launch commands) follow the Shockwave NSDI'23 artifact as sum
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from shockwave.core.errors import InputError
 
@@ -241,9 +241,14 @@ def register_imported(imported: ModelFamily) -> None:
         raise InputError(f"imported application {imported.name!r} has the name of a built-in model")
     known = IMPORTED.setdefault(imported.name, imported)
     if known != imported:
+        differ = [
+            f"{f.name} {getattr(known, f.name)} then {getattr(imported, f.name)}"
+            for f in fields(ModelFamily)
+            if getattr(known, f.name) != getattr(imported, f.name)
+        ]
         raise InputError(
-            f"application {imported.name!r} was read before from other profiles in this process "
-            f"({known.dataset_size} samples per epoch, now {imported.dataset_size})"
+            f"application {imported.name!r} was read before from other profiles in this process ({'; '.join(differ)}):"
+            " one process runs one set of profiles"
         )
 
 
@@ -251,4 +256,4 @@ def family(name: str) -> ModelFamily:
     try:
         return FAMILIES[name] if name in FAMILIES else IMPORTED[name]
     except KeyError:
-        raise InputError(f"unknown model {name!r}; known models: {', '.join(FAMILIES)}") from None
+        raise InputError(f"unknown model {name!r}; known models: {', '.join([*FAMILIES, *IMPORTED])}") from None

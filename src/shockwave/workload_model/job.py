@@ -29,7 +29,8 @@ class Job:
     """The run time the trace's generator drew, in seconds (0 where it states none)."""
     restart_s: float | None = None
     """Seconds a restart costs this job (its application's checkpoint and restore, as Sia's profiles give it);
-    None: the mechanics' cost for its gang."""
+    it wins over the mechanics' costs (`--restart-seconds`, `--restart-seconds-by-gang`). None: the mechanics'
+    cost for its gang."""
 
     @property
     def job_type(self) -> str:

@@ -343,3 +343,6 @@ def test_greedy_windows_never_reach_the_per_round_program(small_trace: Path, mon
         small_trace, "shockwave", ClusterSpec.of(8), preset("corrected"), None, ShockwaveConfig(greedy_jobs=1)
     )
     assert result["complete"] and result["solver"]["exact"] == 0
+    # On one type this path keeps `pack`'s order: the numbers of cf6537e, before the layout on several types
+    # changed (fastest type, work done, far behind first, the first rounds only).
+    assert (result["makespan_s"], result["avg_jct_s"]) == (4832.075401398451, 2192.627831213214)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -143,13 +145,21 @@ def test_gang_priorities_keep_the_order_past_the_cap_and_count_the_gang() -> Non
     )
     sizes = np.array([1, 1, 1, 8])
     # rho = 1800 / target: 0.9, 3.6, 6, 7.2. With lambda 12 the last three pass PRIORITY_CAP: a fixed cap made
-    # them equal; scaled together they keep their order, the most urgent at the cap (times its gang of 8).
+    # them equal; scaled together they keep their order, the most urgent (a gang of 8) at the cap.
     capped = view.priorities(lam=12.0, rhomax=1.0)
     assert capped[1:].tolist() == [PRIORITY_CAP] * 3
     scaled = view.gang_priorities(lam=12.0, rhomax=1.0, sizes=sizes)
-    assert scaled[0] == 1.0 and scaled[1] < scaled[2] < scaled[3] / 8
-    assert scaled[3] == pytest.approx(8 * PRIORITY_CAP)
-    exponent = np.log(PRIORITY_CAP) / (12.0 * np.log(7.2))  # lambda scaled down to put the top at the cap
-    assert scaled[1] == pytest.approx(3.6 ** (12.0 * exponent))
+    assert scaled[0] == 1.0 and scaled[1] < scaled[2] < scaled[3]
+    assert scaled[3] == pytest.approx(PRIORITY_CAP)
+    exponent = np.log(PRIORITY_CAP) / (np.log(7.2) + np.log(8) / 12)  # lambda scaled down to put the top at the cap
+    assert scaled[1] == pytest.approx(3.6**exponent)
+    # A nearly done job gets the cap without flattening the others (its exponent of 100 is not the scale).
+    done = replace(view, after_current_s=np.array([400.0, 400.0, 400.0, 10.0]))
+    with_done = done.gang_priorities(lam=2.0, rhomax=1.0, sizes=np.ones(4))
+    assert with_done[3] == pytest.approx(PRIORITY_CAP) and with_done[1:3] == pytest.approx([3.6**2, 6.0**2])
+    # A target at the submission (an infinite ratio) stays finite.
+    endless = replace(view, targets_s=np.array([2000.0, 0.0, 300.0, 250.0]))
+    with np.errstate(divide="ignore"):
+        assert np.isfinite(endless.gang_priorities(lam=12.0, rhomax=1.0, sizes=sizes)).all()
     # Under the cap, lambda is kept: rho^lambda times the gang.
     assert view.gang_priorities(lam=2.0, rhomax=1.0, sizes=sizes)[3] == pytest.approx(8 * 7.2**2)

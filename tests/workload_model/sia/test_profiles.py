@@ -43,8 +43,9 @@ def test_step_times_interpolate_along_the_batch_and_over_shapes(sia_profiles: Pa
 
 
 def test_placements_are_keyed_by_their_smallest_rotation() -> None:
-    assert canonical((4, 2, 4)) == canonical((2, 4, 4)) == canonical((4, 4, 2)) == "244"
-    assert canonical((0, 4, 0, 4)) == "44"
+    assert canonical((4, 2, 4)) == canonical((2, 4, 4)) == canonical((4, 4, 2)) == (2, 4, 4)
+    assert canonical((0, 4, 0, 4)) == (4, 4)
+    assert canonical((16,)) != canonical((1, 6))  # 16 GPUs on a node is not 1 and 6 on two
 
 
 def test_known_applications_carry_the_artifacts_restart_costs(tmp_path: Path) -> None:
@@ -86,3 +87,12 @@ def test_missing_columns_folders_and_files_are_named(sia_profiles: Path) -> None
     path.write_text("placement,local_bsz,step_time,sync_time\n1,16,0.1,0\n")
     with pytest.raises(InputError, match="no validation-"):
         load_application(sia_profiles / "toy")
+
+
+def test_too_few_shapes_to_interpolate_is_unknown_not_a_crash(sia_profiles: Path) -> None:
+    app = sia_profiles / "toy"
+    (app / "placements-a.csv").write_text("placement,local_bsz,step_time,sync_time\n1,16,0.1,0\n1,32,0.2,0\n")
+    (app / "scalability-a.csv").unlink()
+    a = load_application(app).types["a"]
+    assert a.step((1,), 16) == pytest.approx((0.1, 0.0))
+    assert a.step((3,), 16) is None

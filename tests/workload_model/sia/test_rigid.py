@@ -80,3 +80,36 @@ def test_cli_reads_sia_workloads_and_refuses_what_does_not_go_with_them(sia_work
     with pytest.raises(InputError, match="no profile folder 'toy'") as error:
         simulate(sia_workload, "fifo", CLUSTER, trace_format="sia", profiles=sia_profiles)
     assert (error.value.line, error.value.field) == (2, "application")
+
+
+def test_jobs_run_in_arrival_order_and_are_profiled_where_they_run(sia_profiles: Path, tmp_path: Path) -> None:
+    # Listed out of order; and job b-1 runs only on type b (8 GPUs on one node of b, not 2 nodes of a's 4).
+    path = tmp_path / "w.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nlate,500,toy,2,64\nearly,0,toy,2,64\n")
+    jobs, _, _ = read_rigid_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
+    assert [j.arrival for j in jobs] == [0.0, 500.0]
+    toy = sia_profiles / "toy"
+    rows = [line for line in (toy / "placements-a.csv").read_text().splitlines() if not line.startswith("44,")]
+    (toy / "placements-a.csv").write_text("\n".join(rows) + "\n")
+    (toy / "scalability-a.csv").unlink()
+    with (toy / "placements-b.csv").open("a") as out:
+        out.write("8,16,0.25,0.1\n8,32,0.3,0.1\n")
+    path.write_text("name,time,application,num_replicas,batch_size\nwide,0,toy,8,256\n")
+    jobs, profiles, tm = read_rigid_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
+    assert jobs[0].total_steps == 23 and profiles[0].epochs == 12  # 2 steps an epoch of 320 samples at 256
+    assert profiles[0].runs[0][2] == pytest.approx(320 / 256 / tm.throughput("toy", 256, 8, "b"))
+
+
+def test_the_same_application_from_other_profiles_is_refused(
+    sia_workload: Path, sia_profiles: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shockwave.workload_model.catalog as catalog
+
+    monkeypatch.setattr(catalog, "IMPORTED", {})
+    read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
+    for validation in (sia_profiles / "toy").glob("validation-*.csv"):  # twice the progress per epoch
+        lines = validation.read_text().splitlines()
+        rows = [",".join([str(2 * float(r.split(",")[0])), *r.split(",")[1:]]) for r in lines[1:]]
+        validation.write_text("\n".join([lines[0], *rows]) + "\n")
+    with pytest.raises(InputError, match="dataset_size 320 then 640"):
+        read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))

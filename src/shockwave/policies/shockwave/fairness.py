@@ -109,26 +109,34 @@ class FairnessView:
     def urgency(self, lam: float, rhomax: float) -> np.ndarray:
         """log pi_j, uncapped and defined for every job (jobs on track get lambda log rho_j <= 0)."""
         ratio = self.projected_ratio()
-        nearly_done = (self.after_current_s < self.round_s) & (ratio > rhomax)
-        return np.where(nearly_done, NEARLY_DONE_EXPONENT, lam) * np.log(ratio)
+        return np.where(self.nearly_done(rhomax), NEARLY_DONE_EXPONENT, lam) * np.log(ratio)
+
+    def nearly_done(self, rhomax: float) -> np.ndarray:
+        """Jobs behind with under a round of work left after their current epoch."""
+        return (self.after_current_s < self.round_s) & (self.projected_ratio() > rhomax)
 
     def priorities(self, lam: float, rhomax: float) -> np.ndarray:
         behind = self.projected_ratio() > rhomax
         return np.where(behind, np.minimum(np.exp(np.minimum(self.urgency(lam, rhomax), 700.0)), PRIORITY_CAP), 1.0)
 
     def gang_priorities(self, lam: float, rhomax: float, sizes: np.ndarray) -> np.ndarray:
-        """The priorities on several GPU types: pi_j with lambda scaled down for all jobs at once when the most
-        urgent would pass PRIORITY_CAP, times the gang size for jobs behind.
+        """The priorities on several GPU types: for jobs behind, rho_j^lambda times the gang size, lambda scaled
+        down for all of them at once so the largest is PRIORITY_CAP (nearly done jobs get the largest); 1 for
+        jobs on track.
 
         Why: a fixed cap made every job past rho = PRIORITY_CAP^(1/lambda) equal, and the market prices welfare
         per GPU-round, so among equals an 8-GPU gang was worth an eighth of a 1-GPU job; fair shares count jobs,
         not GPUs (a job is owed a 1/n share of its gang's time). On a Gavel-style trace on 8:8:8 GPUs its 4- and
         8-GPU jobs waited until the end (worst rho 12.9)."""
+        cap = math.log(PRIORITY_CAP)
         behind = self.projected_ratio() > rhomax
-        urgency = self.urgency(lam, rhomax)
-        top = float(urgency[behind].max(initial=0.0))
-        scale = min(1.0, math.log(PRIORITY_CAP) / top) if top > 0 else 1.0
-        return np.where(behind, np.exp(np.maximum(urgency * scale, 0.0)) * sizes, 1.0)
+        done = self.nearly_done(rhomax)
+        rho = np.log(np.minimum(self.projected_ratio(), 1e300)) + np.log(np.maximum(sizes, 1)) / lam
+        regular = behind & ~done
+        top = float(rho[regular].max(initial=0.0))
+        scale = lam if top * lam <= cap else cap / top
+        log_weight = np.where(done, cap, np.minimum(scale * rho, cap))
+        return np.where(behind, np.exp(np.maximum(log_weight, 0.0)), 1.0)
 
     def far_behind(self, rhomax: float) -> np.ndarray:
         """Late jobs whose projected ratio passes FAR_BEHIND x rhomax."""

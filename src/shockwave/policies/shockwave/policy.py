@@ -317,6 +317,8 @@ class ShockwavePolicy(Policy):
             first = critical_floor(inputs, late, urgency, cfg.makespan_share, cfg.late_share)
             return solve_greedy(inputs, cfg, fairness, first)
         if len(inputs.capacities) > 1 and fairness.relaxed:
+            # The floor's budget counts all GPUs together: where a type cannot hold it, the window is solved
+            # again without it (a second solve, counted in the latencies).
             floor = self._late_floor(inputs, view)
             solution = solve_market(inputs, cfg, fairness, start=start, floor=floor)
             if solution is not None:
@@ -336,7 +338,9 @@ class ShockwavePolicy(Policy):
         return late_floor(np.zeros(inputs.jobs, dtype=int), cap, sizes, late, urgency, budget, in_part=True)
 
     def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[Placed]]:
-        """What is left of the last plan, in rows of the current job list and indices of the cluster's types."""
+        """What is left of the last plan, in rows of the current job list and indices of the cluster's types (on
+        several types only the rounds before the next re-solve were laid out: the rest comes back empty, for the
+        fill)."""
         row = {j: r for r, j in enumerate(ids)}
         types = view.cluster.types
         offset = view.round_index - self.plan_start

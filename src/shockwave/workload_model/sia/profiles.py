@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.interpolate import LinearNDInterpolator
+from scipy.spatial import QhullError
 
 from shockwave.core.errors import InputError
 from shockwave.workload_model.sia.table import Row, rows
@@ -62,7 +63,7 @@ class Epoch:
 @dataclass(frozen=True)
 class TypeProfile:
     gpu_type: str
-    placements: dict[str, tuple[StepTime, ...]]
+    placements: dict[tuple[int, ...], tuple[StepTime, ...]]
     """Canonical placement (`canonical`) -> its rows by per-GPU batch size."""
     scalability: tuple[tuple[int, int, StepTime], ...]
     """(nodes, replicas, row) of the larger shapes."""
@@ -78,8 +79,10 @@ class TypeProfile:
                 return None
             step = float(np.interp(local_bsz, sizes, [r.step_s for r in own]))
             return step, float(np.interp(local_bsz, sizes, [r.sync_s for r in own]))
-        nodes = min(sum(1 for g in placement if g > 0), MAX_NODES_INTERPOLATED)
-        value = self._fit(np.array([[nodes, sum(placement), local_bsz]], dtype=float))[0]
+        try:
+            value = self._fit(np.array([(*_shape(placement), local_bsz)], dtype=float))[0]
+        except QhullError:  # too few shapes measured to interpolate between them
+            return None
         if not np.isfinite(value).all():
             return None
         return float(value[0]), float(value[1])
@@ -89,7 +92,7 @@ class TypeProfile:
         own = self.placements.get(canonical(placement))
         if own is not None:
             return own[-1].local_bsz
-        nodes, replicas = sum(1 for g in placement if g > 0), sum(placement)
+        nodes, replicas = _shape(placement)
         larger = [r.local_bsz for n, k, r in self._points() if n >= nodes and k >= replicas]
         return max(larger, default=0.0)
 
@@ -98,7 +101,7 @@ class TypeProfile:
         scalability rows."""
         by_shape: dict[tuple[int, int, float], list[StepTime]] = {}
         for key, rows_ in self.placements.items():
-            shape = (len(key), sum(int(d) for d in key))
+            shape = (len(key), sum(key))
             for r in rows_:
                 by_shape.setdefault((*shape, r.local_bsz), []).append(r)
         mean = [
@@ -156,11 +159,17 @@ class Application:
         return (var + sqr) / (var / scale + sqr) if var / scale + sqr > 0 else scale
 
 
-def canonical(placement: Iterable[int]) -> str:
-    """A placement's key: its non-zero GPU counts as digits, rotated to the smallest rotation (a placement on
+def canonical(placement: Iterable[int]) -> tuple[int, ...]:
+    """A placement's key: its non-zero GPU counts per node, rotated to the smallest rotation (a placement on
     nodes 4, 4, 2 is the same measurement as 2, 4, 4 taken round the ring)."""
-    digits = "".join(str(g) for g in placement if g > 0)
-    return min((digits[i:] + digits[:i] for i in range(len(digits))), default="")
+    counts = tuple(g for g in placement if g > 0)
+    return min((counts[i:] + counts[:i] for i in range(len(counts))), default=())
+
+
+def _shape(placement: tuple[int, ...]) -> tuple[int, int]:
+    """(nodes, GPUs) of a placement as the interpolation reads it: nodes beyond MAX_NODES_INTERPOLATED count as
+    that many."""
+    return min(sum(1 for g in placement if g > 0), MAX_NODES_INTERPOLATED), sum(placement)
 
 
 def load_profiles(folder: str | Path, applications: Iterable[str]) -> dict[str, Application]:
@@ -212,8 +221,8 @@ def _step(row: Row) -> StepTime:
     return StepTime(row.number("local_bsz", positive=True), step, sync)
 
 
-def _placements(path: Path) -> dict[str, tuple[StepTime, ...]]:
-    by_placement: dict[str, list[StepTime]] = {}
+def _placements(path: Path) -> dict[tuple[int, ...], tuple[StepTime, ...]]:
+    by_placement: dict[tuple[int, ...], list[StepTime]] = {}
     for row in rows(path, "Sia placements file", ("placement", "local_bsz", "step_time", "sync_time")):
         digits = row.text("placement")
         if not digits.isdigit() or "0" in digits or len(digits) > 64:
@@ -245,7 +254,7 @@ def _scalability(path: Path) -> tuple[tuple[int, int, StepTime], ...]:
 
 def _validation(path: Path) -> tuple[Epoch, ...]:
     epochs: list[Epoch] = []
-    for row in rows(path, "Sia validation file", ("progress", "iteration", "grad_sqr", "grad_var")):
+    for row in rows(path, "Sia validation file", ("progress", "grad_sqr", "grad_var")):
         progress = row.number("progress", positive=True)
         if epochs and progress < epochs[-1].progress:
             raise InputError(

@@ -116,9 +116,10 @@ def family_of(app: Application) -> ModelFamily:
 def read_rigid_workload(
     workload: str | Path, profiles: str | Path, cluster: ClusterSpec
 ) -> tuple[list[Job], list[JobProfile], SiaThroughputs]:
-    """The workload's jobs as rigid jobs, their profiles (timed on the cluster's first type) and the throughput
-    model of their applications on the cluster's types."""
-    sia_jobs = read_workload(workload)
+    """The workload's jobs as rigid jobs, by arrival (a job's id is its place in that order), their profiles
+    (each timed on the first of the cluster's types it runs on) and the throughput model of their applications
+    on the cluster's types. A line's `category` is read and checked, but every job runs rigid here."""
+    sia_jobs = sorted(read_workload(workload), key=lambda job: job.arrival_s)
     _require_profiles(sia_jobs, Path(workload), Path(profiles))
     apps = load_profiles(profiles, {job.application for job in sia_jobs})
     for app in apps.values():
@@ -129,15 +130,16 @@ def read_rigid_workload(
                 f"(profiled: {', '.join(sorted(app.types))})",
                 path=Path(profiles) / app.name,
             )
-        register_imported(family_of(app))
     tm = SiaThroughputs(apps, {pool.gpu_type: pool.gpus_per_server for pool in cluster.pools})
+    runs_on = [_first_type(job, Path(workload), tm) for job in sia_jobs]
+    for app in apps.values():
+        register_imported(family_of(app))
     jobs = []
     for job in sia_jobs:
         app = apps[job.application]
-        _require_runs(job, Path(workload), tm)
         steps = math.ceil(steps_needed(app, job.batch_size))
         jobs.append(Job(app.name, job.batch_size, job.replicas, steps, job.arrival_s, restart_s=app.restart_s))
-    return jobs, [build_profile(job, tm, gpu_type=cluster.types[0]) for job in jobs], tm
+    return jobs, [build_profile(job, tm, gpu_type=t) for job, t in zip(jobs, runs_on, strict=True)], tm
 
 
 def _require_profiles(jobs: list[SiaJob], workload: Path, profiles: Path) -> None:
@@ -154,12 +156,12 @@ def _require_profiles(jobs: list[SiaJob], workload: Path, profiles: Path) -> Non
             )
 
 
-def _require_runs(job: SiaJob, workload: Path, tm: SiaThroughputs) -> None:
-    """The job runs on some type of the cluster at its gang and batch."""
+def _first_type(job: SiaJob, workload: Path, tm: SiaThroughputs) -> str:
+    """The first of the cluster's types the job runs on at its gang and batch, or an error naming its line."""
     for gpu_type in tm.gpus_per_node:
         try:
             if tm.throughput(job.application, job.batch_size, job.replicas, gpu_type) > 0:
-                return
+                return gpu_type
         except UnknownThroughput:
             continue
     raise InputError(
