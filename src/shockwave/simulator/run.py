@@ -80,6 +80,14 @@ def simulate(
         prices=inputs.prices,
     )
     result = engine.run()
+    return _summary(inputs, trace, cluster, mechanics, result), result
+
+
+def _summary(
+    inputs: RunInputs, trace: Path, cluster: ClusterSpec, mechanics: Mechanics, result: SimulationResult
+) -> dict[str, Any]:
+    """The result `simulate --json` prints: what was simulated, the outcome, its timeline and provenance, and
+    the throughputs a table lacked and that were estimated."""
     summary = {
         **_header(inputs, trace, cluster, mechanics),
         **result.summary,
@@ -89,7 +97,7 @@ def simulate(
     tm = inputs.throughputs
     if isinstance(tm, TableWithFallback) and tm.estimated:
         summary["estimated_throughputs"] = tm.estimated_records()
-    return summary, result
+    return summary
 
 
 TRACE_FORMATS = ("auto", "sia")

@@ -176,16 +176,14 @@ def pack_types(
     that only fits once the must-run jobs are done, at the window's end, never ran (a Gavel-style trace on 8:8:8
     GPUs: 8-GPU jobs waited for days).
 
-    Each job runs on the fastest type it still has rounds on, staying on the type it ran on unless another is
-    MOVE_GAIN faster, and no more once its rounds do its `work`. Why: the market may grant a job rounds on several
-    types, more than it needs in all (its caps are per type); laid out on the type with most rounds left, a short
-    job ran its K80 rounds at an eighth of its P100 speed and none of its P100 ones (worst rho 2.8 on 220 jobs,
-    64:32:32). Never fails: a job that must run but finds no room loses that round (the next solve gives it
-    again).
+    Each job runs on the fastest type it has rounds on (`_type_for`), and no more once its rounds do its `work`:
+    the market may grant a job rounds on several types, more than it needs in all (its caps are per type), and
+    on the type with most rounds left a short job ran its K80 rounds at an eighth of its P100 speed and none of
+    its P100 ones (worst rho 2.8 on 220 jobs, 64:32:32). Never fails: a job that must run but finds no room
+    loses that round (the next solve gives it again).
 
-    `laid`: how many of the window's first rounds to lay out (None: all). A round depends only on those before it,
-    and the policy re-solves after `resolve_every_rounds` whatever happens, so laying out more is work no round
-    runs (at 2,000 jobs on three types, most of the layout's time)."""
+    `laid`: how many first rounds to lay out (None: all); a round depends only on those before it, and the policy
+    re-solves after `resolve_every_rounds` anyway (more was most of the layout's time at 2,000 jobs)."""
     weight = _copy_weight(by_type.sum(axis=1), rows.urgency)
     left = by_type.astype(int).tolist()  # plain lists: the loops below read one element at a time
     total, gang, types = [sum(row) for row in left], rows.sizes.astype(int).tolist(), range(len(capacities))
@@ -206,11 +204,9 @@ def pack_types(
             row = left[j]
             options = [t for t in types if row[t] > 0 and gang[j] <= free[t]]
             if options:
-                t = granted = max(options, key=lambda t: (speed[j][t], row[t], -t))
                 stay = before.get(j)
-                if stay is not None and gang[j] <= free[stay] and speed[j][stay] * MOVE_GAIN >= speed[j][t]:
-                    t = stay  # where the job is (no restart), on a round granted there if any is left
-                    granted = stay if row[stay] > 0 else granted
+                stay = stay if stay is not None and gang[j] <= free[stay] else None
+                t, granted = _type_for(options, row, speed[j], stay)
                 placed.append((j, t))
                 free[t] -= gang[j]
                 row[granted] -= 1
@@ -222,6 +218,16 @@ def pack_types(
         layout.append(placed)
         before = dict(placed)
     return layout
+
+
+def _type_for(options: list[int], row: list[int], speed: list[float], stay: int | None) -> tuple[int, int]:
+    """(type to run on, type whose granted round it uses): the fastest of `options`, or the type the job ran on
+    (`stay`, None where it has no room) unless the fastest is MOVE_GAIN faster; staying uses a round granted
+    there if any is left (no restart either way)."""
+    fastest = max(options, key=lambda t: (speed[t], row[t], -t))
+    if stay is not None and speed[stay] * MOVE_GAIN >= speed[fastest]:
+        return stay, stay if row[stay] > 0 else fastest
+    return fastest, fastest
 
 
 def _round_order(rank: np.ndarray, total: list[int], remaining: int, rows: TypedRows, before: np.ndarray) -> list[int]:
