@@ -30,9 +30,10 @@ from shockwave.runtime.run import RunRequest, run
 from shockwave.simulator.engine import Simulator
 from shockwave.simulator.mechanics import preset
 from shockwave.workload_model.generator import GeneratorParams, generate
+from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.throughput import load_throughputs
-from shockwave.workload_model.trace import catalog_job, write_trace
+from shockwave.workload_model.trace import TraceJob, catalog_job, write_trace
 
 
 @cache
@@ -310,11 +311,14 @@ class WorkConserving(Policy):
         return self.policy.summary()
 
 
-def small_workload(jobs: int = 24) -> tuple[list, list[JobProfile]]:
-    tm = load_throughputs(None)
+def small_trace(jobs: int = 24) -> list[TraceJob]:
     params = GeneratorParams(jobs=jobs, min_hours=0.1, max_hours=0.5, lam=60.0, seed=3, gpu_mix=(0.5, 0.3, 0.2, 0.0))
-    trace = generate(params, tm)
-    return trace, [build_profile(job, tm) for job in trace]
+    return generate(params, load_throughputs(None))
+
+
+def small_workload(jobs: int = 24) -> tuple[list[Job], list[JobProfile]]:
+    described = [line.job() for line in small_trace(jobs)]
+    return described, [build_profile(job, load_throughputs(None)) for job in described]
 
 
 @pytest.mark.parametrize("cluster", ["v100:4", "v100:2,p100:2,k80:4"])
@@ -328,9 +332,8 @@ def test_every_round_is_work_conserving_and_every_job_finishes(cluster: str) -> 
 
 
 def test_simulate_end_to_end(tmp_path: Path) -> None:
-    trace, _ = small_workload(16)
     path = tmp_path / "small.trace"
-    write_trace(trace, path)
+    write_trace(small_trace(16), path)
     result = simulate(path, "themis", "v100:4")
     assert result.complete and result.policy == "themis" and len(result.jobs) == 16
     extra = result.to_json_dict()["themis"]
