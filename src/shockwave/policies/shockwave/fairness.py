@@ -15,6 +15,7 @@ after its current epoch; a job on track gets 1.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from itertools import pairwise
@@ -104,6 +105,11 @@ class FairnessView:
         return self.submit_s + rhomax * (self.targets_s - self.submit_s)
 
     def projected_ratio(self) -> np.ndarray:
+        return self._ratio
+
+    @functools.cached_property
+    def _ratio(self) -> np.ndarray:
+        """Worked out once per view: urgency, lateness and the priorities all read it."""
         return (self.now_s + self.remaining_s / self.share - self.submit_s) / (self.targets_s - self.submit_s)
 
     def urgency(self, lam: float, rhomax: float) -> np.ndarray:
@@ -129,9 +135,9 @@ class FairnessView:
         not GPUs (a job is owed a 1/n share of its gang's time). On a Gavel-style trace on 8:8:8 GPUs its 4- and
         8-GPU jobs waited until the end (worst rho 12.9)."""
         cap = math.log(PRIORITY_CAP)
-        behind = self.projected_ratio() > rhomax
-        done = self.nearly_done(rhomax)
-        rho = np.log(np.minimum(self.projected_ratio(), 1e300)) + np.log(np.maximum(sizes, 1)) / lam
+        ratio = self.projected_ratio()
+        behind, done = ratio > rhomax, self.nearly_done(rhomax)
+        rho = np.log(np.minimum(ratio, 1e300)) + np.log(np.maximum(sizes, 1)) / lam
         regular = behind & ~done
         top = float(rho[regular].max(initial=0.0))
         scale = lam if top * lam <= cap else cap / top

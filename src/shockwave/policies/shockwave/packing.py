@@ -230,7 +230,7 @@ def _type_for(options: list[int], row: list[int], speed: list[float], stay: int 
     return fastest, fastest
 
 
-def _round_order(rank: np.ndarray, total: list[int], remaining: int, rows: TypedRows, before: np.ndarray) -> list[int]:
+def _round_order(rank: np.ndarray, total: list[int], remaining: int, rows: TypedRows, ran: np.ndarray) -> list[int]:
     """`pack_types`'s order of the jobs with rounds left, for a round with `remaining` rounds to go: groups in
     order (critical and must run, far behind, must run, late and ran the round before, late, ran the round
     before, the rest), each by `rank` (the weight order)."""
@@ -239,7 +239,7 @@ def _round_order(rank: np.ndarray, total: list[int], remaining: int, rows: Typed
     first = rows.critical & must
     far = rows.far_behind & ~first
     late = rows.late
-    group = np.select([first, far, must, late & before, late, before], [0, 1, 2, 3, 4, 5], default=6)
+    group = np.select([first, far, must, late & ran, late, ran], [0, 1, 2, 3, 4, 5], default=6)
     live = np.flatnonzero(left > 0)
     return live[np.lexsort((rank[live], group[live]))].tolist()
 
@@ -265,8 +265,10 @@ def fill_types(
         for j in [j for j in longest_first if j in before] + [j for j in longest_first if j not in before]:
             if max(free) < smallest:
                 break  # no gang fits what is left
+            if j in present:
+                continue
             options = [t for t in types if speed[j][t] > 0 and gang[j] <= free[t]]
-            if j in present or not options:
+            if not options:
                 continue
             t = before[j] if before.get(j) in options else max(options, key=lambda t: (speed[j][t], -t))
             extra.append((j, t))

@@ -153,20 +153,21 @@ class ShockwavePolicy(Policy):
         started = time.perf_counter()
         ids = sorted(view.jobs)
         inputs, fairness_view = self._observe(view, ids)
+        types = view.cluster.types
+        rows, before = self._rows(inputs, fairness_view), self._before(ids, types)
         try:
-            layout = self._solve(inputs, fairness_view, ids, view.cluster.types)
+            layout = self._solve(inputs, fairness_view, ids, types, rows, before)
         except SolverFailure as exc:
             log.warning("round %d: %s; keeping the previous plan", view.round_index, exc)
             self.stats.fallbacks += 1
             layout = self._previous_plan(view, ids)
-        types = view.cluster.types
         if len(types) == 1:
             rows = fill(
                 [[r for r, _ in placed] for placed in layout], inputs.scale_factors, inputs.gpus, inputs.remaining_s
             )
             layout = [[(r, 0) for r in jobs] for jobs in rows]
         else:
-            layout = fill_types(layout, self._rows(inputs, fairness_view), inputs.capacities, self._before(ids, types))
+            layout = fill_types(layout, rows, inputs.capacities, before)
         self.rounds = [[(ids[r], types[t]) for r, t in placed] for placed in layout]
         self.plan_start = view.round_index
         self.job_set_changed = False
@@ -220,30 +221,32 @@ class ShockwavePolicy(Policy):
         return inputs, fairness_view
 
     def _solve(
-        self, inputs: MarketInputs, view: FairnessView, ids: list[int], types: tuple[str, ...]
+        self,
+        inputs: MarketInputs,
+        view: FairnessView,
+        ids: list[int],
+        types: tuple[str, ...],
+        rows: TypedRows,
+        before: dict[int, int],
     ) -> list[list[Placed]]:
+        """The window's market, laid out in rounds (`rows`: each job as the layout reads it; `before`: the type
+        each job row ran on in the last planned round)."""
         cfg = self.config
         start = np.array([self.last_counts.get(j, [0] * len(types)) for j in ids])
         solution = self._market(inputs, view, start, exact=False)
         self.last_counts = dict(zip(ids, solution.by_type.tolist(), strict=True))
-        urgency = view.urgency(cfg.lam, cfg.rhomax)
-        late = view.late(cfg.rhomax)
+        urgency, late = rows.urgency, rows.late
         laid = cfg.resolve_every_rounds  # no later round of the window runs
         if len(types) > 1:
-            rows = self._rows(inputs, view)
-            return pack_types(
-                solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types), laid=laid
-            )
-        running = {r for r, j in enumerate(ids) if j in self.last_run}
+            return pack_types(solution.by_type, rows, inputs.capacities, inputs.rounds, before, laid=laid)
+        running = set(before)
         layout = pack(solution.counts, inputs.scale_factors, inputs.gpus, inputs.rounds, urgency, late, running)
         if layout is None and self._greedy(inputs, exact=False):
             # The per-round program has a binary per job and round: thousands of jobs would take minutes. The
             # round-by-round layout never fails (a job that finds no room loses that round; the next solve gives
             # it again). On one type it keeps `pack`'s order: no job counts as critical or far behind.
-            rows = replace(self._rows(inputs, view), far_behind=np.zeros_like(late), critical=np.zeros_like(late))
-            return pack_types(
-                solution.by_type, rows, inputs.capacities, inputs.rounds, self._before(ids, types), laid=laid
-            )
+            in_order = replace(rows, far_behind=np.zeros_like(late), critical=np.zeros_like(late))
+            return pack_types(solution.by_type, in_order, inputs.capacities, inputs.rounds, before, laid=laid)
         if layout is None:
             layout = self._exact_layout(inputs, view, start, urgency, late, running)
         return [[(r, 0) for r in jobs] for jobs in layout]

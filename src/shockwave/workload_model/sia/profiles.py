@@ -93,9 +93,10 @@ class TypeProfile:
         if own is not None:
             return own[-1].local_bsz
         nodes, replicas = _shape(placement)
-        larger = [r.local_bsz for n, k, r in self._points() if n >= nodes and k >= replicas]
+        larger = [r.local_bsz for n, k, r in self._points if n >= nodes and k >= replicas]
         return max(larger, default=0.0)
 
+    @functools.cached_property
     def _points(self) -> list[tuple[int, int, StepTime]]:
         """Every measured (nodes, replicas, row): the placements' rows averaged per shape and batch, then the
         scalability rows."""
@@ -112,7 +113,7 @@ class TypeProfile:
 
     @functools.cached_property
     def _fit(self) -> LinearNDInterpolator:
-        points = self._points()
+        points = self._points
         x = np.array([[n, k, r.local_bsz] for n, k, r in points], dtype=float)
         y = np.array([[r.step_s, r.sync_s] for _, _, r in points], dtype=float)
         return LinearNDInterpolator(x, y)
@@ -175,8 +176,7 @@ def _shape(placement: tuple[int, ...]) -> tuple[int, int]:
 def load_profiles(folder: str | Path, applications: Iterable[str]) -> dict[str, Application]:
     """The profiles of `applications` under `folder` (one subfolder each)."""
     folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError("Sia profile folder not found (give the artifact's `traces/` folder)", path=folder)
+    require_folder(folder)
     loaded = {}
     for name in sorted(set(applications)):
         app = folder / name
@@ -185,6 +185,11 @@ def load_profiles(folder: str | Path, applications: Iterable[str]) -> dict[str, 
             raise InputError(f"no profile for application {name!r} (found: {', '.join(known) or 'none'})", path=app)
         loaded[name] = load_application(app)
     return loaded
+
+
+def require_folder(folder: Path) -> None:
+    if not folder.is_dir():
+        raise InputError("Sia profile folder not found (give the artifact's `traces/` folder)", path=folder)
 
 
 def load_application(folder: Path) -> Application:

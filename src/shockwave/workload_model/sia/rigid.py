@@ -23,7 +23,7 @@ from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import ModelFamily, register_imported
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
-from shockwave.workload_model.sia.profiles import Application, load_profiles
+from shockwave.workload_model.sia.profiles import Application, load_profiles, require_folder
 from shockwave.workload_model.sia.workload import SiaJob, read_workload
 from shockwave.workload_model.throughput import UnknownThroughput
 
@@ -36,6 +36,7 @@ class SiaThroughputs:
     gpus_per_node: dict[str, int]
     name: str = "sia profiles"
     _known: dict[tuple[str, int, int, str], float] = field(default_factory=dict, repr=False)
+    _steps: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -56,7 +57,15 @@ class SiaThroughputs:
         if step is None:
             raise UnknownThroughput(f"{model} at batch {batch} on {gpus} {gpu_type} GPUs is outside its profile")
         seconds, effective = step
-        return steps_needed(app, batch) / steps_needed(app, effective) / seconds
+        return self.steps(model, batch) / self.steps(model, effective) / seconds
+
+    def steps(self, model: str, batch: int) -> float:
+        """`steps_needed` of an application at a global batch, worked out once (every job of a workload asks
+        at one of a few batch sizes)."""
+        key = (model, batch)
+        if key not in self._steps:
+            self._steps[key] = steps_needed(self.applications[model], batch)
+        return self._steps[key]
 
 
 def packed(gpus: int, per_node: int) -> tuple[int, ...]:
@@ -137,15 +146,14 @@ def read_rigid_workload(
     jobs = []
     for job in sia_jobs:
         app = apps[job.application]
-        steps = math.ceil(steps_needed(app, job.batch_size))
+        steps = math.ceil(tm.steps(app.name, job.batch_size))
         jobs.append(Job(app.name, job.batch_size, job.replicas, steps, job.arrival_s, restart_s=app.restart_s))
     return jobs, [build_profile(job, tm, gpu_type=t) for job, t in zip(jobs, runs_on, strict=True)], tm
 
 
 def _require_profiles(jobs: list[SiaJob], workload: Path, profiles: Path) -> None:
     """Every job's application has a profile folder, or the job's line is named."""
-    if not profiles.is_dir():
-        raise InputError("Sia profile folder not found (give the artifact's `traces/` folder)", path=profiles)
+    require_folder(profiles)
     for job in jobs:
         if not (profiles / job.application).is_dir():
             raise InputError(
