@@ -18,6 +18,7 @@ from shockwave.core.errors import InputError
 from shockwave.core.plan import RoundPlan, validate_plan
 from shockwave.core.policy import Colocation, Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
+from shockwave.workload_model.goodput import GoodputModel
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, colocated_rates
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,13 @@ class SchedulingLoop:
         round_index: int = 0,
         rounds: list[RoundRecord] | None = None,
         colocation: Colocation | None = None,
+        goodput: GoodputModel | None = None,
     ) -> None:
         require_plannable(policy, cluster)
         self.policy = policy
-        self.view = SchedulerView(time, round_seconds, cluster, round_index=round_index, colocation=colocation)
+        self.view = SchedulerView(
+            time, round_seconds, cluster, round_index=round_index, colocation=colocation, goodput=goodput
+        )
         self.rounds: list[RoundRecord] = [] if rounds is None else rounds
 
     def run(self, driver: Driver) -> None:

@@ -47,8 +47,8 @@ class RoundPlan:
 
 
 def validate_plan(plan: RoundPlan, cluster: ClusterSpec, jobs: Mapping[int, JobState], policy: str) -> None:
-    """Raise PlanError unless every job is active and planned once, on its whole gang, on GPUs the cluster has and
-    it can run on at its batch size."""
+    """Raise PlanError unless every job is active and planned once, on its whole gang (an elastic job: alone, on
+    at least one GPU), on GPUs the cluster has and it can run on at its batch size."""
 
     def refuse(why: str) -> PlanError:
         return PlanError(f"policy {policy!r} planned an impossible round: {why}")
@@ -65,6 +65,10 @@ def validate_plan(plan: RoundPlan, cluster: ClusterSpec, jobs: Mapping[int, JobS
             if job in seen:
                 raise refuse(f"job {job} is planned twice")
             seen.add(job)
+            if jobs[job].spec.elastic:
+                if len(assignment.jobs) != 1 or assignment.gpus < 1:
+                    raise refuse(f"elastic job {job} given {assignment.gpus} GPUs shared by {assignment.jobs}")
+                continue
             if jobs[job].scale_factor != assignment.gpus:
                 raise refuse(f"job {job} needs a gang of {jobs[job].scale_factor} GPUs, given {assignment.gpus}")
             if not jobs[job].rates.get(assignment.gpu_type, 0.0) > 0:

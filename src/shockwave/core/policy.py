@@ -16,6 +16,7 @@ from shockwave.core.cluster import ClusterSpec
 from shockwave.core.kept import KeepsState
 from shockwave.core.plan import RoundPlan
 from shockwave.core.state import JobState
+from shockwave.workload_model.goodput import GoodputModel
 
 Colocation = Callable[[JobState, JobState, str], tuple[float, float] | None]
 """Two jobs' steps/s while they share a gang of GPUs of a type (the first job's rate first), or None when unknown."""
@@ -32,8 +33,11 @@ class SchedulerView:
         jobs: dict[int, JobState] | None = None,
         round_index: int = 0,
         colocation: Colocation | None = None,
+        goodput: GoodputModel | None = None,
     ) -> None:
         self._time = time
+        self.goodput = goodput
+        """What elastic jobs make of GPUs (`shockwave.workload_model.goodput`), where the driver models them."""
         self.round_seconds, self.cluster, self.round_index = round_seconds, cluster, round_index
         self.jobs: dict[int, JobState] = {} if jobs is None else jobs
         """Active jobs in arrival (= id) order."""

@@ -21,6 +21,7 @@ from shockwave.policies.gavel import (
 from shockwave.policies.gavel import max_min_fairness as mmf
 from shockwave.policies.gavel.fifo import FifoPackedPolicy, FifoPerfPolicy, FifoPolicy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
+from shockwave.policies.sia.policy import SiaPolicy
 from shockwave.policies.themis.policy import ThemisPolicy
 
 BUILTIN: dict[str, Callable[..., Any]] = {
@@ -48,6 +49,7 @@ BUILTIN: dict[str, Callable[..., Any]] = {
     "isolated": isolated.Isolated,
     "proportional": isolated.Proportional,
     "themis": ThemisPolicy,
+    "sia": SiaPolicy,
     "fifo": FifoPolicy,
     "fifo_perf": FifoPerfPolicy,
     "fifo_packed": FifoPackedPolicy,

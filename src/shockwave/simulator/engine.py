@@ -16,6 +16,7 @@ from typing import Any
 
 from shockwave.core.clock import VirtualClock
 from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
 from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
@@ -25,6 +26,7 @@ from shockwave.results.metrics import JobOutcome, cost_fields, slo_fields, summa
 from shockwave.simulator.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
+from shockwave.workload_model.goodput import goodput_of
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
@@ -102,8 +104,16 @@ class Simulator:
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
         self.clock = VirtualClock(jobs[0].arrival if jobs else 0.0)
+        self.goodput = goodput_of(throughputs)
+        if self.goodput is None and any(job.elastic for job in jobs):
+            raise InputError(f"elastic jobs need a goodput model; the throughput model {throughputs.name!r} has none")
         self.loop = SchedulingLoop(
-            policy, cluster, mechanics.round_seconds, self.clock.now, colocation=colocation_from(throughputs)
+            policy,
+            cluster,
+            mechanics.round_seconds,
+            self.clock.now,
+            colocation=colocation_from(throughputs),
+            goodput=self.goodput,
         )
         self.view = self.loop.view
         self.queue = deque(range(len(jobs)))
@@ -146,7 +156,13 @@ class Simulator:
         exec_s = launch.finish - self.round_start
         factor = 1.0
         restarted = previous is not None and self._restarts(job.id, launch.gpus, previous)
-        if not self.replay and restarted and exec_s != 0 and exec_s > m.round_seconds - m.restart_cost_margin_s:
+        if (
+            not self.replay
+            and not job.spec.elastic
+            and restarted
+            and exec_s != 0
+            and exec_s > m.round_seconds - m.restart_cost_margin_s
+        ):
             cost = min(self._restart_cost(job), exec_s)
             factor = (exec_s - cost) / exec_s
             exec_s -= cost
@@ -257,6 +273,9 @@ class Simulator:
         for job, rate in zip(jobs, rates, strict=True):
             restarting = self._restarts(job.id, placement[job.id], previous) or job.id in self.switched
             startup = self._startup(job, restarting=restarting)
+            if job.spec.elastic:
+                launches.append(self._elastic_launch(job, assignment.gpu_type, placement[job.id], startup))
+                continue
             steps = min(int(rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
             launch = Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches)
@@ -267,6 +286,14 @@ class Simulator:
         for launch in launches:
             launch.finish = end
         return launches
+
+    def _elastic_launch(self, job: JobState, gpu_type: str, gpus: tuple[int, ...], startup: float) -> Launch:
+        """A goodput-adaptive job's round: after its start-up, it trains on these GPUs for the rest of the round,
+        or until it is done."""
+        assert self.goodput is not None  # __init__ refuses elastic jobs without a goodput model
+        now, length = self.view.now, self.mechanics.round_seconds
+        done, trained = self.goodput.advance(job.family.name, gpu_type, len(gpus), job.steps_done, length - startup)
+        return Launch(job, done - job.steps_done, now + startup + trained, gpus, startup, train_s=trained)
 
     def _switch_within_round(self, launch: Launch, rate: float, gpu_type: str) -> None:
         """Where the job's replayed schedule changes batch size before the round ends, split its round as the real
@@ -303,10 +330,14 @@ class Simulator:
             launch.finish = max(now, now + elapsed + segments[-1].train_s)
 
     def _restarts(self, job_id: int, gpus: tuple[int, ...], previous: dict[int, tuple[int, ...]]) -> bool:
-        """The job starts anew: it did not run in the round before, or ran on another GPU type (a checkpoint and
-        a restart move it)."""
+        """The job starts anew: it did not run in the round before, or ran on another GPU type or number of GPUs (a
+        checkpoint and a restart move it)."""
         before = previous.get(job_id)
-        return before is None or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0])
+        return (
+            before is None
+            or len(before) != len(gpus)
+            or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0])
+        )
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         if self.on_round is not None:
@@ -318,9 +349,10 @@ class Simulator:
         return self.mechanics.restart_cost(job.scale_factor) if own is None else own
 
     def _startup(self, job: JobState, *, restarting: bool) -> float:
-        """Seconds of this round the job spends starting (replaying a real run); a start-up longer than a round
-        goes on in the next one if the job keeps its GPUs, and is lost otherwise."""
-        if not self.replay:
+        """Seconds of this round the job spends starting (replaying a real run, or an elastic job: its restart
+        cost); a start-up longer than a round goes on in the next one if the job keeps its GPUs, and is lost
+        otherwise."""
+        if not (self.replay or job.spec.elastic):
             return 0.0
         self.switched.discard(job.id)
         left = self._restart_cost(job) if restarting else self.starting.pop(job.id, 0.0)

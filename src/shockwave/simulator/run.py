@@ -10,13 +10,14 @@ from shockwave.assembly.inputs import RunInputs, assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.core.loop import timeline
+from shockwave.policies.registry import policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, read_workload
-from shockwave.workload_model.sia.rigid import read_rigid_workload
+from shockwave.workload_model.sia.rigid import read_sia_workload
 from shockwave.workload_model.summary import makespan_lower_bound
 from shockwave.workload_model.throughput import TableWithFallback, ThroughputModel
 from shockwave.workload_model.trace import require_gangs_fit
@@ -52,9 +53,11 @@ def simulate(
     `trace_format` "sia" reads `trace` as Sia's workload CSV, its jobs rigid, their rates from Sia's per-application
     `profiles` folder ("auto": the project's or Gavel's trace format, told apart by their columns).
     """
-    imported = _sia_workload(trace, cluster, trace_format, profiles, throughputs, batch_sizes)
+    info = policy_info(policy)
+    elastic = bool(getattr(info.build, "adapts_jobs", False))
+    imported = _sia_workload(trace, cluster, trace_format, profiles, throughputs, batch_sizes, elastic=elastic)
     inputs = assemble(
-        policy,
+        info,
         cluster,
         policy_params=policy_params,
         throughputs=throughputs if imported is None else imported[2],
@@ -110,9 +113,11 @@ def _sia_workload(
     profiles: Path | None,
     throughputs: Path | ThroughputModel | None,
     batch_sizes: Path | None,
+    *,
+    elastic: bool,
 ) -> tuple[list[Job], list[JobProfile], ThroughputModel] | None:
-    """Sia's workload read as rigid jobs with their rates (`trace_format` "sia"), else None; what goes with it
-    checked."""
+    """Sia's workload read with its rates (`trace_format` "sia"), else None; what goes with it checked. Its jobs
+    are goodput-adaptive for a policy that adapts jobs (`elastic`), else rigid."""
     if trace_format not in TRACE_FORMATS:
         raise InputError(f"unknown trace format {trace_format!r}; choose {' or '.join(TRACE_FORMATS)}")
     if trace_format != "sia":
@@ -123,7 +128,7 @@ def _sia_workload(
         raise InputError("--trace-format sia needs --profiles DIR (the `traces/` folder of Sia's simulator)")
     if throughputs is not None or batch_sizes is not None:
         raise InputError("--trace-format sia takes its rates from --profiles: no --throughputs or --batch-sizes")
-    return read_rigid_workload(trace, profiles, cluster)
+    return read_sia_workload(trace, profiles, cluster, elastic=elastic)
 
 
 def _measured(window: tuple[int, int] | None, jobs: int, trace: Path) -> range | None:

@@ -31,6 +31,11 @@ class Job:
     """Seconds a restart costs this job (its application's checkpoint and restore, as Sia's profiles give it);
     it wins over the mechanics' costs (`--restart-seconds`, `--restart-seconds-by-gang`). None: the mechanics'
     cost for its gang."""
+    elastic: bool = False
+    """Goodput-adaptive (`shockwave.workload_model.goodput`): a policy that adapts jobs gives it any number of GPUs
+    of one type each round, it picks its own batch, and `total_steps` is its work in its throughput model's units
+    of progress; `batch_size` and `scale_factor` are what it asked for, which its finish-time fairness is measured
+    against."""
 
     @property
     def job_type(self) -> str:

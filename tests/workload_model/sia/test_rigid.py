@@ -13,13 +13,14 @@ from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.policies.registry import POLICIES
 from shockwave.workload_model.catalog import family
-from shockwave.workload_model.sia.rigid import packed, read_rigid_workload, rigid_step, steps_needed
+from shockwave.workload_model.sia.profiles import packed
+from shockwave.workload_model.sia.rigid import read_sia_workload, rigid_step, steps_needed
 
 CLUSTER = "a:8:4,b:8:8"
 
 
 def test_steps_and_rates_follow_the_fixed_batch_rule(sia_workload: Path, sia_profiles: Path) -> None:
-    jobs, job_profiles, tm = read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
+    jobs, job_profiles, tm = read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
     app = tm.applications["toy"]
     # 30 progress over three epochs: 30 steps at batch 32 (gain 1), 22.5 at 64 (gain 4/3).
     assert steps_needed(app, 32) == pytest.approx(30) and steps_needed(app, 64) == pytest.approx(22.5)
@@ -40,7 +41,7 @@ def test_a_job_outside_its_profile_is_refused_with_its_line(sia_workload: Path, 
     with sia_workload.open("a") as out:
         out.write("toy-4,120,toy,4,32\n")  # 8 per GPU: below what was measured, on every type
     with pytest.raises(InputError, match="outside its profile") as error:
-        read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
+        read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
     assert (error.value.line, error.value.field) == (6, "batch_size")
 
 
@@ -86,7 +87,7 @@ def test_jobs_run_in_arrival_order_and_are_profiled_where_they_run(sia_profiles:
     # Listed out of order; and job b-1 runs only on type b (8 GPUs on one node of b, not 2 nodes of a's 4).
     path = tmp_path / "w.csv"
     path.write_text("name,time,application,num_replicas,batch_size\nlate,500,toy,2,64\nearly,0,toy,2,64\n")
-    jobs, _, _ = read_rigid_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
+    jobs, _, _ = read_sia_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
     assert [j.arrival for j in jobs] == [0.0, 500.0]
     toy = sia_profiles / "toy"
     rows = [line for line in (toy / "placements-a.csv").read_text().splitlines() if not line.startswith("44,")]
@@ -95,7 +96,7 @@ def test_jobs_run_in_arrival_order_and_are_profiled_where_they_run(sia_profiles:
     with (toy / "placements-b.csv").open("a") as out:
         out.write("8,16,0.25,0.1\n8,32,0.3,0.1\n")
     path.write_text("name,time,application,num_replicas,batch_size\nwide,0,toy,8,256\n")
-    jobs, profiles, tm = read_rigid_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
+    jobs, profiles, tm = read_sia_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
     assert jobs[0].total_steps == 23 and profiles[0].epochs == 12  # 2 steps an epoch of 320 samples at 256
     assert profiles[0].runs[0][2] == pytest.approx(320 / 256 / tm.throughput("toy", 256, 8, "b"))
 
@@ -106,10 +107,10 @@ def test_the_same_application_from_other_profiles_is_refused(
     import shockwave.workload_model.catalog as catalog
 
     monkeypatch.setattr(catalog, "IMPORTED", {})
-    read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
+    read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
     for validation in (sia_profiles / "toy").glob("validation-*.csv"):  # twice the progress per epoch
         lines = validation.read_text().splitlines()
         rows = [",".join([str(2 * float(r.split(",")[0])), *r.split(",")[1:]]) for r in lines[1:]]
         validation.write_text("\n".join([lines[0], *rows]) + "\n")
     with pytest.raises(InputError, match="dataset_size 320 then 640"):
-        read_rigid_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
+        read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))

@@ -16,13 +16,10 @@ import cvxpy as cp
 import numpy as np
 
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
+from shockwave.policies.solvers.highs import SolverFailure
 
 SOLVER = "ECOS"
 log = logging.getLogger(__name__)
-
-
-class SolverFailure(RuntimeError):
-    """The solver returned no allocation."""
 
 
 def base_constraints(x: cp.Variable, inputs: AllocationInputs) -> list[cp.Constraint]:

@@ -57,7 +57,10 @@ import scipy.sparse as sp
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.fairness import FairnessView
 from shockwave.policies.solvers.exact import exact_dot
-from shockwave.policies.solvers.highs import quiet_solver
+from shockwave.policies.solvers.highs import (
+    SolverFailure,
+    quiet_solver,
+)
 
 LOG_OF_ZERO = math.log(1e-6)
 """The reference's stand-in for log(0) at the first breakpoint."""
@@ -177,10 +180,6 @@ class MarketSolution:
     def counts(self) -> np.ndarray:
         """Rounds granted to each job, over all types."""
         return self.by_type.sum(axis=1)
-
-
-class SolverFailure(RuntimeError):
-    """HiGHS returned no usable solution (an error, or a node limit without an incumbent)."""
 
 
 def log_segments(bases: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:

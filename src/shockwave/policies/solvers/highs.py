@@ -10,6 +10,10 @@ import sys
 import highspy
 
 
+class SolverFailure(RuntimeError):
+    """A solver returned no usable solution (an error, or a limit reached without an incumbent)."""
+
+
 @functools.cache
 def _banner_shown() -> None:
     """HiGHS prints a banner on stdout when a process creates its first solver: create that one with stdout shut,

@@ -97,6 +97,20 @@ class TypeProfile:
         return max(larger, default=0.0)
 
     @functools.cached_property
+    def local_bsz_range(self) -> tuple[float, float]:
+        """Smallest and largest per-GPU batch measured on this type."""
+        sizes = [r.local_bsz for rows_ in self.placements.values() for r in rows_]
+        return min(sizes), max(sizes)
+
+    @functools.cached_property
+    def one_gpu_throughput(self) -> float:
+        """Samples per second on one GPU as Sia projects between types: the largest per-GPU batch over the
+        largest step time among the one-GPU measurements (the two maxima taken apart, as the artifact does);
+        0 where one GPU was not measured."""
+        single = [r for key, rows_ in self.placements.items() if sum(key) == 1 for r in rows_]
+        return max(r.local_bsz for r in single) / max(r.step_s for r in single) if single else 0.0
+
+    @functools.cached_property
     def _points(self) -> list[tuple[int, int, StepTime]]:
         """Every measured (nodes, replicas, row): the placements' rows averaged per shape and batch, then the
         scalability rows."""
@@ -144,6 +158,11 @@ class Application:
         """Progress at the end of `epoch` (0-based): the least any batch size's file records."""
         return min(epochs[epoch].progress for epochs in self.validation.values())
 
+    @functools.cached_property
+    def epoch_ends(self) -> tuple[float, ...]:
+        """Progress at each epoch's end."""
+        return tuple(self.epoch_end(epoch) for epoch in range(self.max_epochs))
+
     @property
     def total_progress(self) -> float:
         return self.epoch_end(self.max_epochs - 1)
@@ -158,6 +177,12 @@ class Application:
         var = float(np.interp(batch, sizes, [self.validation[b][epoch].grad_var for b in sizes]))
         scale = batch / self.init_batch
         return (var + sqr) / (var / scale + sqr) if var / scale + sqr > 0 else scale
+
+
+def packed(gpus: int, per_node: int) -> tuple[int, ...]:
+    """GPUs per node of a gang on whole nodes first, then the rest on one more."""
+    whole, rest = divmod(gpus, per_node)
+    return (per_node,) * whole + ((rest,) if rest else ())
 
 
 def canonical(placement: Iterable[int]) -> tuple[int, ...]:

@@ -14,8 +14,9 @@ application's implied epoch (total progress / epochs x smallest batch samples), 
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shockwave.core.cluster import ClusterSpec
@@ -23,7 +24,8 @@ from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import ModelFamily, register_imported
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
-from shockwave.workload_model.sia.profiles import Application, load_profiles, require_folder
+from shockwave.workload_model.sia.goodput import SiaGoodput
+from shockwave.workload_model.sia.profiles import Application, load_profiles, packed, require_folder
 from shockwave.workload_model.sia.workload import SiaJob, read_workload
 from shockwave.workload_model.throughput import UnknownThroughput
 
@@ -37,6 +39,11 @@ class SiaThroughputs:
     name: str = "sia profiles"
     _known: dict[tuple[str, int, int, str], float] = field(default_factory=dict, repr=False)
     _steps: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+
+    @functools.cached_property
+    def goodput(self) -> SiaGoodput:
+        """The same applications' goodput-adaptive jobs."""
+        return SiaGoodput(self.applications, self.gpus_per_node)
 
     @property
     def gpu_types(self) -> tuple[str, ...]:
@@ -66,12 +73,6 @@ class SiaThroughputs:
         if key not in self._steps:
             self._steps[key] = steps_needed(self.applications[model], batch)
         return self._steps[key]
-
-
-def packed(gpus: int, per_node: int) -> tuple[int, ...]:
-    """Whole nodes first, then the rest on one more."""
-    whole, rest = divmod(gpus, per_node)
-    return (per_node,) * whole + ((rest,) if rest else ())
 
 
 def rigid_step(app: Application, gpu_type: str, per_node: int, gpus: int, batch: int) -> tuple[float, int] | None:
@@ -122,12 +123,13 @@ def family_of(app: Application) -> ModelFamily:
     )
 
 
-def read_rigid_workload(
-    workload: str | Path, profiles: str | Path, cluster: ClusterSpec
+def read_sia_workload(
+    workload: str | Path, profiles: str | Path, cluster: ClusterSpec, *, elastic: bool = False
 ) -> tuple[list[Job], list[JobProfile], SiaThroughputs]:
-    """The workload's jobs as rigid jobs, by arrival (a job's id is its place in that order), their profiles
-    (each timed on the first of the cluster's types it runs on) and the throughput model of their applications
-    on the cluster's types. A line's `category` is read and checked, but every job runs rigid here."""
+    """The workload's jobs by arrival (a job's id is its place in that order), their profiles as rigid jobs (each
+    timed on the first of the cluster's types it runs on) and the throughput model of their applications on the
+    cluster's types. `elastic`: the jobs are goodput-adaptive (`goodput.py`), their work the application's total
+    progress; else rigid. A line's `category` is read and checked, but every job is one or the other here."""
     sia_jobs = sorted(read_workload(workload), key=lambda job: job.arrival_s)
     _require_profiles(sia_jobs, Path(workload), Path(profiles))
     apps = load_profiles(profiles, {job.application for job in sia_jobs})
@@ -148,7 +150,10 @@ def read_rigid_workload(
         app = apps[job.application]
         steps = math.ceil(tm.steps(app.name, job.batch_size))
         jobs.append(Job(app.name, job.batch_size, job.replicas, steps, job.arrival_s, restart_s=app.restart_s))
-    return jobs, [build_profile(job, tm, gpu_type=t) for job, t in zip(jobs, runs_on, strict=True)], tm
+    profiled = [build_profile(job, tm, gpu_type=t) for job, t in zip(jobs, runs_on, strict=True)]
+    if elastic:
+        jobs = [replace(job, total_steps=apps[job.model].total_progress, elastic=True) for job in jobs]
+    return jobs, profiled, tm
 
 
 def _require_profiles(jobs: list[SiaJob], workload: Path, profiles: Path) -> None:

@@ -1,0 +1,118 @@
+"""Sia (SOSP'23): every round, each job's GPU type and count from one ILP over configurations, valued by the job's
+goodput there (`configs.py`, `ilp.py`); goodput-adaptive jobs pick their batch themselves.
+
+A job's goodput is known on the types it has run on; elsewhere it is projected from the first of those by the
+types' one-GPU throughputs, and a job that has not run yet is offered one GPU of any type. A job may grow to twice
+the most GPUs it has run on. Changing a running job's configuration costs it a restart, so every configuration but
+its current one is discounted by how much of its life restarts have taken (`restart_factor`), and a job still
+restoring keeps its configuration. Constants are the artifact's (`sia.py`, aaf7a0d).
+"""
+
+from __future__ import annotations
+
+import math
+
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
+from shockwave.core.plan import Assignment, RoundPlan
+from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.state import JobState
+from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row, rigid_options
+from shockwave.policies.sia.ilp import Option, choose
+
+ASSUMED_RESTART_S = {"bert": 120.0, "cifar10": 30.0, "deepspeech2": 25.0, "imagenet": 250.0, "yolov3": 45.0}
+"""Restart seconds Sia's policy assumes per application (not quite what its simulator charges); others 30 s."""
+DEFAULT_RESTART_S = 30.0
+
+
+def restart_factor(age_s: float, restarts: int, penalty_s: float) -> float:
+    """Share of a job's life left to it if it restarts once more: (age - restarts x penalty) / (age + penalty),
+    at least 0; 1 while the job is younger than one penalty."""
+    if age_s < penalty_s:
+        return 1.0
+    return max(age_s - restarts * penalty_s, 0.0) / (age_s + penalty_s)
+
+
+class SiaPolicy(Policy):
+    name = "sia"
+    plans_gpu_types = True
+    adapts_jobs = True
+    kept = ("current", "most", "restarts", "restoring_until")
+    current: dict[int, tuple[str, int]]
+    """Each running job's (GPU type, GPUs) this round."""
+    most: dict[int, dict[str, int]]
+    """Most GPUs of each type each job has run on."""
+    restarts: dict[int, int]
+    restoring_until: dict[int, float]
+    """When each job that changed configuration is done restoring its checkpoint."""
+
+    def __init__(self, p: float = -0.5, lambda_n: float = 1.1, project_throughputs: bool = True) -> None:
+        if not (math.isfinite(p) and p != 0):
+            raise InputError(f"policy 'sia': p must be a non-zero number, got {p!r}")
+        if not (math.isfinite(lambda_n) and lambda_n >= 0):
+            raise InputError(f"policy 'sia': lambda_n must be a number >= 0, got {lambda_n!r}")
+        self.p, self.lambda_n, self.project = p, lambda_n, project_throughputs
+        self.current, self.most, self.restarts, self.restoring_until = {}, {}, {}, {}
+        self._configs: tuple[ClusterSpec, list[Config]] | None = None
+
+    def configs(self, cluster: ClusterSpec) -> list[Config]:
+        if self._configs is None or self._configs[0] is not cluster:
+            self._configs = (cluster, configurations(cluster))
+        return self._configs[1]
+
+    def plan(self, view: SchedulerView) -> RoundPlan:
+        options: list[Option] = []
+        for job in view.jobs.values():
+            options += self._options(view, job)
+        pinned = {
+            j: Config(*self.current[j])
+            for j, until in self.restoring_until.items()
+            if j in self.current and until > view.now
+        }
+        capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
+        chosen = choose(options, capacities, p=self.p, lambda_n=self.lambda_n, pinned=pinned)
+        self._record(view, chosen)
+        return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
+
+    def _options(self, view: SchedulerView, job: JobState) -> list[Option]:
+        types = view.cluster.types
+        if not job.spec.elastic:
+            found = rigid_options(job, types)
+        else:
+            if view.goodput is None:
+                raise InputError("policy 'sia' needs a throughput model of goodput-adaptive jobs (Sia's profiles)")
+            configs = self.configs(view.cluster)
+            knowledge = Knowledge(self.most.get(job.id, {}))
+            row = goodput_row(job, configs, view.goodput, knowledge, types, project=self.project)
+            found = list(zip(configs, row.tolist(), strict=True))
+        factor = self._restart_factor(view, job)
+        now = self.current.get(job.id)
+        return [
+            Option(job.id, config, value if now == (config.gpu_type, config.gpus) else value * factor)
+            for config, value in found
+        ]
+
+    def _restart_factor(self, view: SchedulerView, job: JobState) -> float:
+        penalty = ASSUMED_RESTART_S.get(job.family.name, DEFAULT_RESTART_S)
+        return restart_factor(view.now - job.arrival_s, self.restarts.get(job.id, 0), penalty)
+
+    def _record(self, view: SchedulerView, chosen: dict[int, Config]) -> None:
+        """Restarts and restores the new round causes; the configurations it runs."""
+        for j, config in chosen.items():
+            now = (config.gpu_type, config.gpus)
+            if self.current.get(j) != now:
+                if j in self.most:  # a job that ran before restarts (its first start is not a restart)
+                    self.restarts[j] = self.restarts.get(j, 0) + 1
+                restart = view.jobs[j].spec.restart_s
+                self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
+        self.current = {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}
+
+    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
+        if job.id in self.current:
+            gpu_type, gpus = self.current[job.id]
+            seen = self.most.setdefault(job.id, {})
+            seen[gpu_type] = max(seen.get(gpu_type, 0), gpus)
+
+    def job_removed(self, view: SchedulerView, job: JobState) -> None:
+        for kept in (self.current, self.most, self.restarts, self.restoring_until):
+            kept.pop(job.id, None)
