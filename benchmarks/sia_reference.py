@@ -23,7 +23,7 @@ from rich.table import Table
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "sia_reference.json"
-OURS = {"gavel": "max_sum_throughput_perf"}
+OURS = {"gavel": "max_sum_throughput_perf", "sia": "sia"}
 """The artifact's policy names the project implements, by our name."""
 CLUSTERS = {"default-hetero": "aws:24:4,rtx:24:8,dgx-ext:16:8", "homogeneous-aws64": "aws:64:4"}
 

@@ -77,6 +77,8 @@ class SiaGoodput:
         low, high = self.local_range(app, gpu_type)
         if running:
             high = min(high, profile.max_local_bsz(placement))
+        if high < low:  # no measurement of a shape this large
+            return None
         smallest = max(app.init_batch, low * gpus)
         best: Choice | None = None
         for batch in np.geomspace(smallest, max(smallest, max_batch), BATCH_CANDIDATES):
