@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -292,7 +292,9 @@ class Simulator:
         or until it is done."""
         assert self.goodput is not None  # __init__ refuses elastic jobs without a goodput model
         now, length = self.view.now, self.mechanics.round_seconds
-        done, trained = self.goodput.advance(job.family.name, gpu_type, len(gpus), job.steps_done, length - startup)
+        done, trained = self.goodput.advance(
+            job.family.name, gpu_type, self._per_server(gpus), job.steps_done, length - startup
+        )
         return Launch(job, done - job.steps_done, now + startup + trained, gpus, startup, train_s=trained)
 
     def _switch_within_round(self, launch: Launch, rate: float, gpu_type: str) -> None:
@@ -330,14 +332,17 @@ class Simulator:
             launch.finish = max(now, now + elapsed + segments[-1].train_s)
 
     def _restarts(self, job_id: int, gpus: tuple[int, ...], previous: dict[int, tuple[int, ...]]) -> bool:
-        """The job starts anew: it did not run in the round before, or ran on another GPU type or number of GPUs (a
-        checkpoint and a restart move it)."""
+        """The job starts anew: it did not run in the round before, or ran on another GPU type (a checkpoint and
+        a restart move it); an elastic job also when its GPUs per server change."""
         before = previous.get(job_id)
-        return (
-            before is None
-            or len(before) != len(gpus)
-            or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0])
-        )
+        if before is None or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0]):
+            return True
+        job = self.view.jobs.get(job_id)
+        return job is not None and job.spec.elastic and self._per_server(before) != self._per_server(gpus)
+
+    def _per_server(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
+        """A gang's GPUs on each server it spans, by server."""
+        return tuple(Counter(self.cluster.server_of(g) for g in sorted(gpus)).values())
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         if self.on_round is not None:

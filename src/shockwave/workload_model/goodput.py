@@ -12,14 +12,16 @@ from typing import Protocol, runtime_checkable
 
 @runtime_checkable
 class GoodputModel(Protocol):
-    def advance(self, model: str, gpu_type: str, gpus: int, done: float, seconds: float) -> tuple[float, float]:
-        """(progress after, seconds trained) of a job `done` into its work given `seconds` on `gpus` GPUs of a
-        type: it stops early when done, or at once where it cannot run there."""
+    def advance(
+        self, model: str, gpu_type: str, placement: tuple[int, ...], done: float, seconds: float
+    ) -> tuple[float, float]:
+        """(progress after, seconds trained) of a job `done` into its work given `seconds` on a placement of a type
+        (its GPUs on each server it spans): it stops early when done, or at once where it cannot run there."""
         ...
 
     def goodput(self, model: str, gpu_type: str, gpus: int, done: float, max_batch: int) -> float:
-        """A policy's estimate of a job's progress per second there, its batch at most `max_batch` (0: cannot
-        run there)."""
+        """A policy's estimate of a job's progress per second on `gpus` GPUs of a type on as few servers as hold
+        them, its batch at most `max_batch` (0: cannot run there)."""
         ...
 
     def total(self, model: str) -> float:

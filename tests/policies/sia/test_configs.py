@@ -33,15 +33,15 @@ def test_restart_factor() -> None:
     assert restart_factor(100, 9, 30) == 0.0
 
 
-def _job(tmp_path: Path, sia_workload: Path, sia_profiles: Path, *, elastic: bool) -> tuple[JobState, object]:
+def _job(sia_workload: Path, sia_profiles: Path, *, elastic: bool) -> tuple[JobState, object]:
     cluster = ClusterSpec.parse("a:8:4,b:8:8")
-    jobs, profiles, tm = read_sia_workload(sia_workload, sia_profiles, cluster, elastic=elastic)
+    jobs, _, tm = read_sia_workload(sia_workload, sia_profiles, cluster, elastic=elastic)
     rates = {t: tm.throughput("toy", jobs[1].batch_size, jobs[1].scale_factor, t) for t in cluster.types}
     return JobState.admit(1, jobs[1], build_profile(jobs[1], tm, gpu_type="a"), rates), tm
 
 
-def test_a_new_job_is_offered_one_gpu_of_any_type(tmp_path: Path, sia_workload: Path, sia_profiles: Path) -> None:
-    job, tm = _job(tmp_path, sia_workload, sia_profiles, elastic=True)
+def test_a_new_job_is_offered_one_gpu_of_any_type(sia_workload: Path, sia_profiles: Path) -> None:
+    job, tm = _job(sia_workload, sia_profiles, elastic=True)
     configs = configurations(ClusterSpec.parse("a:8:4,b:8:8"))
     row = goodput_row(job, configs, goodput_of(tm), Knowledge({}), ("a", "b"))
     assert dict(zip([(c.gpu_type, c.gpus) for c in configs], row.tolist(), strict=True)) == {
@@ -50,10 +50,8 @@ def test_a_new_job_is_offered_one_gpu_of_any_type(tmp_path: Path, sia_workload: 
     }  # fmt: skip
 
 
-def test_known_goodput_grows_to_twice_what_ran_and_projects(
-    tmp_path: Path, sia_workload: Path, sia_profiles: Path
-) -> None:
-    job, tm = _job(tmp_path, sia_workload, sia_profiles, elastic=True)
+def test_known_goodput_grows_to_twice_what_ran_and_projects(sia_workload: Path, sia_profiles: Path) -> None:
+    job, tm = _job(sia_workload, sia_profiles, elastic=True)
     configs = configurations(ClusterSpec.parse("a:8:4,b:8:8"))
     row = goodput_row(job, configs, goodput_of(tm), Knowledge({"a": 1}), ("a", "b"))
     # a: 5.0 and 8.3 progress/s on 1 and 2 GPUs; b projected at half (one-GPU throughput 80 against 160);
@@ -65,6 +63,6 @@ def test_known_goodput_grows_to_twice_what_ran_and_projects(
     assert Knowledge({"a": 4}).replica_bound(job, goodput_of(tm), ("a", "b")) == 4  # at most the batch allows
 
 
-def test_a_rigid_job_is_offered_its_gang(tmp_path: Path, sia_workload: Path, sia_profiles: Path) -> None:
-    job, _ = _job(tmp_path, sia_workload, sia_profiles, elastic=False)
+def test_a_rigid_job_is_offered_its_gang(sia_workload: Path, sia_profiles: Path) -> None:
+    job, _ = _job(sia_workload, sia_profiles, elastic=False)
     assert rigid_options(job, ("a", "b")) == [(Config("a", 1), pytest.approx(2.0)), (Config("b", 1), 1.0)]

@@ -53,27 +53,30 @@ class SiaGoodput:
 
     applications: dict[str, Application]
     gpus_per_node: dict[str, int]
-    _choices: dict[tuple[str, str, int, int, int, bool], Choice | None] = field(default_factory=dict, repr=False)
+    _choices: dict[tuple[str, str, tuple[int, ...], int, int, bool], Choice | None] = field(
+        default_factory=dict, repr=False
+    )
 
     def local_range(self, app: Application, gpu_type: str) -> tuple[float, float]:
         """Smallest and largest per-GPU batch measured on a type."""
         low, high = app.types[gpu_type].local_bsz_range
         return low, min(high, MAX_LOCAL_BSZ.get((app.name, gpu_type), high))
 
-    def best(self, model: str, gpu_type: str, gpus: int, epoch: int, max_batch: int, *, running: bool) -> Choice | None:
-        """The batch that makes the most progress per second in `epoch` on `gpus` GPUs of a type (None: none
-        fits the profile). `running`: the per-GPU batch is bounded by what the placement measured (the job runs);
-        else by the type's range (a scheduler's estimate)."""
-        key = (model, gpu_type, gpus, epoch, max_batch, running)
+    def best(
+        self, model: str, gpu_type: str, placement: tuple[int, ...], epoch: int, max_batch: int, *, running: bool
+    ) -> Choice | None:
+        """The batch that makes the most progress per second in `epoch` on a placement (GPUs per node) of a type
+        (None: none fits the profile). `running`: the per-GPU batch is bounded by what the placement measured (the
+        job runs); else by the type's range (a scheduler's estimate)."""
+        key = (model, gpu_type, placement, epoch, max_batch, running)
         if key not in self._choices:
-            self._choices[key] = self._best(self.applications[model], gpu_type, gpus, epoch, max_batch, running)
+            self._choices[key] = self._best(self.applications[model], gpu_type, placement, epoch, max_batch, running)
         return self._choices[key]
 
     def _best(
-        self, app: Application, gpu_type: str, gpus: int, epoch: int, max_batch: int, running: bool
+        self, app: Application, gpu_type: str, placement: tuple[int, ...], epoch: int, max_batch: int, running: bool
     ) -> Choice | None:
-        profile = app.types[gpu_type]
-        placement = packed(gpus, self.gpus_per_node[gpu_type])
+        profile, gpus = app.types[gpu_type], sum(placement)
         low, high = self.local_range(app, gpu_type)
         if running:
             high = min(high, profile.max_local_bsz(placement))
@@ -96,22 +99,25 @@ class SiaGoodput:
         return best
 
     def goodput(self, model: str, gpu_type: str, gpus: int, done: float, max_batch: int) -> float:
-        """A scheduler's estimate: progress per second of a job `done` into its work, its batch at most
-        `max_batch`; 0 where the profile has no configuration for it."""
+        """A scheduler's estimate: progress per second of a job `done` into its work on `gpus` GPUs packed on
+        whole nodes, its batch at most `max_batch`; 0 where the profile has no configuration for it."""
         app = self.applications[model]
-        choice = self.best(model, gpu_type, gpus, epoch_of(app, done), max_batch, running=False)
+        placement = packed(gpus, self.gpus_per_node[gpu_type])
+        choice = self.best(model, gpu_type, placement, epoch_of(app, done), max_batch, running=False)
         return 0.0 if choice is None else choice.rate
 
-    def advance(self, model: str, gpu_type: str, gpus: int, done: float, seconds: float) -> tuple[float, float]:
-        """(progress after, seconds trained) of a job `done` into its work that trains `seconds` on `gpus` GPUs
-        of a type, re-choosing its batch at each epoch's end; it stops early when its work is done, or at once
-        where the profile has no configuration for it."""
+    def advance(
+        self, model: str, gpu_type: str, placement: tuple[int, ...], done: float, seconds: float
+    ) -> tuple[float, float]:
+        """(progress after, seconds trained) of a job `done` into its work that trains `seconds` on a placement
+        (GPUs per node) of a type, re-choosing its batch at each epoch's end; it stops early when its work is
+        done, or at once where the profile has no configuration for it."""
         app = self.applications[model]
         ends = app.epoch_ends
         trained = 0.0
         while trained < seconds and done < ends[-1]:
             epoch = epoch_of(app, done)
-            choice = self.best(model, gpu_type, gpus, epoch, app.max_batch, running=True)
+            choice = self.best(model, gpu_type, placement, epoch, app.max_batch, running=True)
             if choice is None:
                 break
             to_end = (ends[epoch] - done) / choice.rate
