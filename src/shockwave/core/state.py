@@ -7,11 +7,12 @@ both the total and the progress so the job's epoch count is preserved (spec §1.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shockwave.core.kept import KeepsState
 from shockwave.workload_model.catalog import ModelFamily, family
+from shockwave.workload_model.goodput import Measurement, Training
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile
 
@@ -28,6 +29,8 @@ class JobState(KeepsState):
         "run_time_s",
         "failures",
         "last_finish_s",
+        "training",
+        "measured",
     )
     """The fields that change after admission: `restore` takes the rest from the trace."""
 
@@ -48,6 +51,10 @@ class JobState(KeepsState):
     failures: int = 0
     last_finish_s: float = 0.0
     """Finish time of the job's latest round; its completion time once it has left."""
+    training: Training | None = None
+    """An elastic job's batch on its current GPUs (None before it first ran)."""
+    measured: dict[str, list[Measurement]] = field(default_factory=dict)
+    """The steps an elastic job has timed, by GPU type."""
 
     @classmethod
     def admit(cls, job_id: int, spec: Job, profile: JobProfile, rates: dict[str, float]) -> JobState:

@@ -26,7 +26,7 @@ from shockwave.results.metrics import JobOutcome, cost_fields, slo_fields, summa
 from shockwave.simulator.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
-from shockwave.workload_model.goodput import goodput_of
+from shockwave.workload_model.goodput import Advanced, goodput_of
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
@@ -59,6 +59,8 @@ class Launch:
     train_s: float | None = None
     """Seconds `steps` take when switches follow them (else the round's time after the start-up)."""
     switched: list[Switched] = field(default_factory=list)
+    learned: tuple[str, Advanced] | None = None
+    """An elastic job's round on a GPU type: the batch it ends with and the steps it timed first."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,10 @@ class Simulator:
         steps = launch.steps if factor == 1.0 else int(launch.steps * factor)  # a fraction only in a last round
         job.last_finish_s = launch.finish
         job.run_time_s += exec_s
+        if launch.learned is not None:
+            gpu_type, advanced = launch.learned
+            job.training = advanced.training
+            job.measured.setdefault(gpu_type, []).extend(advanced.measured)
         completed = False
         if exec_s <= 0 and steps // job.scale_factor <= 0:  # some GPU of the gang got no steps: a failed round
             completed = self.loop.stalled(job) >= m.max_failed_rounds
@@ -274,7 +280,7 @@ class Simulator:
             restarting = self._restarts(job.id, placement[job.id], previous) or job.id in self.switched
             startup = self._startup(job, restarting=restarting)
             if job.spec.elastic:
-                launches.append(self._elastic_launch(job, assignment.gpu_type, placement[job.id], startup))
+                launches.append(self._elastic_launch(job, assignment.gpu_type, placement[job.id], startup, restarting))
                 continue
             steps = min(int(rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
@@ -287,15 +293,26 @@ class Simulator:
             launch.finish = end
         return launches
 
-    def _elastic_launch(self, job: JobState, gpu_type: str, gpus: tuple[int, ...], startup: float) -> Launch:
+    def _elastic_launch(
+        self, job: JobState, gpu_type: str, gpus: tuple[int, ...], startup: float, restarting: bool
+    ) -> Launch:
         """A goodput-adaptive job's round: after its start-up, it trains on these GPUs for the rest of the round,
-        or until it is done."""
+        or until it is done (what it learns is the job's once the round is settled)."""
         assert self.goodput is not None  # __init__ refuses elastic jobs without a goodput model
         now, length = self.view.now, self.mechanics.round_seconds
-        done, trained = self.goodput.advance(
-            job.family.name, gpu_type, self._per_server(gpus), job.steps_done, length - startup
+        advanced = self.goodput.advance(
+            job.family.name,
+            gpu_type,
+            self._per_server(gpus),
+            job.steps_done,
+            length - startup,
+            training=job.training,
+            measured=job.measured.get(gpu_type, ()),
+            restarted=restarting,
         )
-        return Launch(job, done - job.steps_done, now + startup + trained, gpus, startup, train_s=trained)
+        launch = Launch(job, advanced.done - job.steps_done, now + startup + advanced.trained_s, gpus, startup)
+        launch.train_s, launch.learned = advanced.trained_s, (gpu_type, advanced)
+        return launch
 
     def _switch_within_round(self, launch: Launch, rate: float, gpu_type: str) -> None:
         """Where the job's replayed schedule changes batch size before the round ends, split its round as the real

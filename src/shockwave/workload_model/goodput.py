@@ -1,27 +1,86 @@
-"""What a driver and a policy need of goodput-adaptive jobs (`Job.elastic`): how far a job gets on a number of
-GPUs of a type, and what a policy may estimate it is worth there. Progress is in the model's own units (for Sia's
-applications, iterations at the smallest batch), and the job picks its batch itself.
+"""What a driver and a policy need of goodput-adaptive jobs (`Job.elastic`): how far a job gets on GPUs of a
+type, and what a policy may estimate it is worth elsewhere from what the job has measured. Progress is in the
+model's own units (for Sia's applications, iterations at the smallest batch).
+
+Such a job learns as it runs (Pollux's co-adaptation): it keeps the step times it measured on each GPU type and
+the batch it trains with (`Training`), picks its batch from a model fitted to those measurements whenever its GPUs
+change or an epoch ends, and a policy estimates its goodput from the same measurements, never from the truth.
+The job's learning is plain data in its state (`JobState.training`, `JobState.measured`), saved like the rest.
 
 A throughput model that knows such jobs exposes one as its `goodput` attribute (`goodput_of`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
+
+Measurement = tuple[int, int, float, float, float]
+"""A step the job timed: (nodes, GPUs, per-GPU batch, seconds, of which gradient synchronisation)."""
+
+
+@dataclass(frozen=True)
+class Training:
+    """What an elastic job trains with on its current GPUs, and the epoch of its last step (whose gradient noise
+    it has measured)."""
+
+    gpus: int
+    local: int
+    """Per-GPU batch."""
+    accumulation: int
+    """Extra forward-backward passes per optimizer step."""
+    epoch: int
+
+    @property
+    def batch(self) -> int:
+        return self.gpus * self.local * (self.accumulation + 1)
+
+
+@dataclass(frozen=True)
+class Advanced:
+    """A job's round: its progress after it, the seconds it trained, what it trains with at the end, and the steps
+    it timed for the first time."""
+
+    done: float
+    trained_s: float
+    training: Training | None
+    measured: tuple[Measurement, ...]
 
 
 @runtime_checkable
 class GoodputModel(Protocol):
     def advance(
-        self, model: str, gpu_type: str, placement: tuple[int, ...], done: float, seconds: float
-    ) -> tuple[float, float]:
-        """(progress after, seconds trained) of a job `done` into its work given `seconds` on a placement of a type
-        (its GPUs on each server it spans): it stops early when done, or at once where it cannot run there."""
+        self,
+        model: str,
+        gpu_type: str,
+        placement: tuple[int, ...],
+        done: float,
+        seconds: float,
+        *,
+        training: Training | None,
+        measured: Sequence[Measurement],
+        restarted: bool,
+    ) -> Advanced:
+        """A job `done` into its work given `seconds` on a placement of a type (its GPUs on each server it spans),
+        having measured `measured` there; `restarted`: it starts on these GPUs and picks its batch anew. It stops
+        early when done, or at once where it cannot run there."""
         ...
 
-    def goodput(self, model: str, gpu_type: str, gpus: int, done: float, max_batch: int) -> float:
+    def goodput(
+        self,
+        model: str,
+        gpu_type: str,
+        gpus: int,
+        done: float,
+        max_batch: int,
+        *,
+        training: Training | None,
+        measured: Sequence[Measurement],
+    ) -> float:
         """A policy's estimate of a job's progress per second on `gpus` GPUs of a type on as few servers as hold
-        them, its batch at most `max_batch` (0: cannot run there)."""
+        them, its batch at most `max_batch`, from what it measured on that type (0: nothing measured there yet,
+        or it cannot run there)."""
         ...
 
     def total(self, model: str) -> float:

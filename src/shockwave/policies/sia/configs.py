@@ -43,9 +43,13 @@ def configurations(cluster: ClusterSpec) -> list[Config]:
 
 @dataclass(frozen=True)
 class Knowledge:
-    """What the policy has seen a job run on: the most GPUs of each type (types never run on are absent)."""
+    """The most GPUs of each type a job has timed steps on (types it never ran on are absent)."""
 
     most: dict[str, int]
+
+    @classmethod
+    def of(cls, job: JobState) -> Knowledge:
+        return cls({t: max(m[1] for m in steps) for t, steps in job.measured.items() if steps})
 
     def replica_bound(self, job: JobState, model: GoodputModel, types: tuple[str, ...]) -> int:
         """Twice the most GPUs the job has run on (1 before it ran), within what its batch can use on some type
@@ -81,7 +85,15 @@ def goodput_row(
         if source is None:
             unknown.add(t)
             continue
-        value = model.goodput(name, source, config.gpus, job.steps_done, job.spec.batch_size)
+        value = model.goodput(
+            name,
+            source,
+            config.gpus,
+            job.steps_done,
+            job.spec.batch_size,
+            training=job.training,
+            measured=job.measured.get(source, ()),
+        )
         if source != t and value > 0:
             value *= model.one_gpu_throughput(name, t) / model.one_gpu_throughput(name, source)
         row[i] = max(value, ZERO)

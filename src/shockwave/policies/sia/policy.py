@@ -4,8 +4,8 @@ goodput there (`configs.py`, `ilp.py`); goodput-adaptive jobs pick their batch t
 A job's goodput is known on the types it has run on; elsewhere it is projected from the first of those by the
 types' one-GPU throughputs, and a job that has not run yet is offered one GPU of any type. A job may grow to twice
 the most GPUs it has run on. Changing a running job's configuration costs it a restart, so every configuration but
-its current one is discounted by how much of its life restarts have taken (`restart_factor`), and a job still
-restoring keeps its configuration. Constants are the artifact's (`sia.py`, aaf7a0d).
+its current one is discounted by how much of its life restarts have taken (`restart_factor`; a job that is not
+running is not discounted), and a job still restoring keeps its configuration. Constants are the artifact's (`sia.py`, aaf7a0d).
 """
 
 from __future__ import annotations
@@ -37,11 +37,9 @@ class SiaPolicy(Policy):
     name = "sia"
     plans_gpu_types = True
     adapts_jobs = True
-    kept = ("current", "most", "restarts", "restoring_until")
+    kept = ("current", "restarts", "restoring_until")
     current: dict[int, tuple[str, int]]
     """Each running job's (GPU type, GPUs) this round."""
-    most: dict[int, dict[str, int]]
-    """Most GPUs of each type each job has run on."""
     restarts: dict[int, int]
     restoring_until: dict[int, float]
     """When each job that changed configuration is done restoring its checkpoint."""
@@ -52,7 +50,7 @@ class SiaPolicy(Policy):
         if not (math.isfinite(lambda_n) and lambda_n >= 0):
             raise InputError(f"policy 'sia': lambda_n must be a number >= 0, got {lambda_n!r}")
         self.p, self.lambda_n, self.project = p, lambda_n, project_throughputs
-        self.current, self.most, self.restarts, self.restoring_until = {}, {}, {}, {}
+        self.current, self.restarts, self.restoring_until = {}, {}, {}
         self._configs: tuple[ClusterSpec, list[Config]] | None = None
 
     def configs(self, cluster: ClusterSpec) -> list[Config]:
@@ -82,11 +80,12 @@ class SiaPolicy(Policy):
             if view.goodput is None:
                 raise InputError("policy 'sia' needs a throughput model of goodput-adaptive jobs (Sia's profiles)")
             configs = self.configs(view.cluster)
-            knowledge = Knowledge(self.most.get(job.id, {}))
-            row = goodput_row(job, configs, view.goodput, knowledge, types, project=self.project)
+            row = goodput_row(job, configs, view.goodput, Knowledge.of(job), types, project=self.project)
             found = list(zip(configs, row.tolist(), strict=True))
-        factor = self._restart_factor(view, job)
         now = self.current.get(job.id)
+        if now is None:  # a job that waits (or never ran) loses nothing by starting
+            return [Option(job.id, config, value) for config, value in found]
+        factor = self._restart_factor(view, job)
         return [
             Option(job.id, config, value if now == (config.gpu_type, config.gpus) else value * factor)
             for config, value in found
@@ -101,18 +100,12 @@ class SiaPolicy(Policy):
         for j, config in chosen.items():
             now = (config.gpu_type, config.gpus)
             if self.current.get(j) != now:
-                if j in self.most:  # a job that ran before restarts (its first start is not a restart)
+                if view.jobs[j].run_time_s > 0:  # a job that ran before restarts (its first start is not one)
                     self.restarts[j] = self.restarts.get(j, 0) + 1
                 restart = view.jobs[j].spec.restart_s
                 self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
         self.current = {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}
 
-    def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
-        if job.id in self.current:
-            gpu_type, gpus = self.current[job.id]
-            seen = self.most.setdefault(job.id, {})
-            seen[gpu_type] = max(seen.get(gpu_type, 0), gpus)
-
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
-        for kept in (self.current, self.most, self.restarts, self.restoring_until):
+        for kept in (self.current, self.restarts, self.restoring_until):
             kept.pop(job.id, None)

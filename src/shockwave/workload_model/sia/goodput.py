@@ -1,40 +1,37 @@
 """Goodput-adaptive jobs of Sia's applications (Pollux's job model, as Sia's simulator runs it).
 
-Such a job runs on whatever number of GPUs of one type the scheduler gives it and picks its own batch: on r GPUs
-it tries 50 global batches M, geometric from max(smallest batch, r x smallest per-GPU batch) to a largest one,
-splits each into per-GPU batch b and k gradient-accumulation steps (`split`), and keeps the one that makes the most
-progress per second, gain(M, epoch) / (step + k (step - sync)), the profile's times at the packed placement times
-the application's slowdown. Progress is counted in the application's units (iterations at its smallest batch) and
-the job is done at its total; the gain changes with the epoch, so the choice is made again at every epoch's end.
+Such a job runs on whatever GPUs of one type the scheduler gives it. Whenever they change it picks its batch: before it has timed a step on the type, the smallest it may run (the application's
+smallest batch, or one sample per GPU at the least per-GPU batch); after, the one that its fitted step model
+(`fit.py`) and its last measured gradient noise say progresses fastest among 50 global batches geometric from
+that smallest to the application's largest, each split into per-GPU batch and accumulation steps (`split`).
 
-Running, the job's largest batch is its application's; a scheduler estimating what a configuration is worth (Sia's
-policy) bounds it by the batch the workload line asks for and the per-GPU batch by the type's range. Sia's policy
-fits Pollux's throughput model to what each job has run and asks the fit; this model answers from the profile, the
-fit's target (the policy's knowledge of which types a job has run on is the policy's own, see `policies/sia`).
-Pointers: the artifact's `goodput.py` (batch optimiser) and `job.py` (progress), aaf7a0d; `benchmarks/sia_spec.md`.
+It picks again after every stretch of training (an epoch's end, or the end of its time), as its measurements and
+noise change. It really progresses at gain(M, epoch) / ((step + k (step - sync)) x slowdown) per second: the profile's times at
+its placement, the gain of the gradient noise its epoch has at its batch M. Every step it times on a shape (nodes,
+GPUs, per-GPU batch) it has not timed before is added to what it measured there.
+
+A policy's estimate uses the same fitted model and noise, its batch bounded by the workload line's and the
+per-GPU batch by the type's range. Pointers: the artifact's `goodput.py` and `job.py`, aaf7a0d;
+`benchmarks/sia_spec.md` §2-3.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from shockwave.workload_model.sia.profiles import Application, packed
+from shockwave.workload_model.goodput import Advanced, Measurement, Training
+from shockwave.workload_model.sia.fit import StepModel, fit
+from shockwave.workload_model.sia.profiles import Application, packed, statistical_gain
 
 BATCH_CANDIDATES = 50
+MAX_ESTIMATES = 200_000
+"""Estimates remembered at once (a job's noise changes every epoch, so old ones are rarely asked again)."""
 MAX_LOCAL_BSZ = {("deepspeech2", "rtx"): 57.0}
 """Per-GPU batch limits the artifact sets in code rather than in the profile (memory on the 2080 Ti)."""
-
-
-@dataclass(frozen=True)
-class Choice:
-    rate: float
-    """Progress per second."""
-    batch: int
-    """Global batch: GPUs x per-GPU batch x (accumulation steps + 1)."""
 
 
 def split(batch: float, gpus: int, largest_local: float, init_batch: int) -> tuple[int, int]:
@@ -42,102 +39,166 @@ def split(batch: float, gpus: int, largest_local: float, init_batch: int) -> tup
     `largest_local`: as few accumulation steps as fit, at least one on one GPU above the smallest batch."""
     local = batch / gpus
     accumulation = math.ceil(local / largest_local - 1e-8) - 1
-    if gpus == 1 and local > init_batch:
+    if gpus == 1 and local > init_batch + 1e-8:
         accumulation = max(accumulation, 1)
     return math.ceil(local / (accumulation + 1) - 1e-8), accumulation
 
 
+@dataclass(frozen=True)
+class Search:
+    """One batch search: on `gpus` GPUs over `nodes` nodes, global batches up to `max_batch`, per-GPU batches in
+    [low, high]."""
+
+    nodes: int
+    gpus: int
+    max_batch: float
+    low: float
+    high: float
+
+
 @dataclass
 class SiaGoodput:
-    """Progress rates of goodput-adaptive jobs by application, GPU type and GPU count (the `GoodputModel`)."""
+    """Progress of goodput-adaptive jobs by application, GPU type and placement (the `GoodputModel`)."""
 
     applications: dict[str, Application]
     gpus_per_node: dict[str, int]
-    _choices: dict[tuple[str, str, tuple[int, ...], int, int, bool], Choice | None] = field(
-        default_factory=dict, repr=False
-    )
+    _estimates: dict[tuple, float] = field(default_factory=dict, repr=False)
 
     def local_range(self, app: Application, gpu_type: str) -> tuple[float, float]:
         """Smallest and largest per-GPU batch measured on a type."""
         low, high = app.types[gpu_type].local_bsz_range
         return low, min(high, MAX_LOCAL_BSZ.get((app.name, gpu_type), high))
 
-    def best(
-        self, model: str, gpu_type: str, placement: tuple[int, ...], epoch: int, max_batch: int, *, running: bool
-    ) -> Choice | None:
-        """The batch that makes the most progress per second in `epoch` on a placement (GPUs per node) of a type
-        (None: none fits the profile). `running`: the per-GPU batch is bounded by what the placement measured (the
-        job runs); else by the type's range (a scheduler's estimate)."""
-        key = (model, gpu_type, placement, epoch, max_batch, running)
-        if key not in self._choices:
-            self._choices[key] = self._best(self.applications[model], gpu_type, placement, epoch, max_batch, running)
-        return self._choices[key]
+    # -- running ---------------------------------------------------------------------------------------------------
+    def advance(
+        self,
+        model: str,
+        gpu_type: str,
+        placement: tuple[int, ...],
+        done: float,
+        seconds: float,
+        *,
+        training: Training | None,
+        measured: Sequence[Measurement],
+        restarted: bool,
+    ) -> Advanced:
+        app = self.applications[model]
+        ends, profile, gpus = app.epoch_ends, app.types[gpu_type], sum(placement)
+        known = {m[:3]: m for m in measured}
+        new: list[Measurement] = []
+        if restarted or training is None or training.gpus != gpus:
+            training = self._choose(app, gpu_type, placement, training, tuple(sorted(known.values())))
+        trained = 0.0
+        while training is not None and trained < seconds and done < ends[-1]:
+            epoch = epoch_of(app, done)
+            timed = profile.step(placement, training.local)
+            if timed is None:
+                break
+            step, sync = timed
+            shape = (len(placement), gpus, float(training.local))
+            if shape not in known:
+                known[shape] = (*shape, step, sync)
+                new.append(known[shape])
+            training = Training(gpus, training.local, training.accumulation, epoch)
+            rate = app.gain(training.batch, epoch) / ((step + training.accumulation * (step - sync)) * app.slowdown)
+            to_end = (ends[epoch] - done) / rate
+            if trained + to_end > seconds:
+                done, trained = done + rate * (seconds - trained), seconds
+            else:
+                done, trained = ends[epoch], trained + to_end
+            if done < ends[-1]:
+                training = self._choose(app, gpu_type, placement, training, tuple(sorted(known.values())))
+        return Advanced(done, trained, training, tuple(new))
 
-    def _best(
-        self, app: Application, gpu_type: str, placement: tuple[int, ...], epoch: int, max_batch: int, running: bool
-    ) -> Choice | None:
-        profile, gpus = app.types[gpu_type], sum(placement)
+    def _choose(
+        self,
+        app: Application,
+        gpu_type: str,
+        placement: tuple[int, ...],
+        before: Training | None,
+        measured: tuple[Measurement, ...],
+    ) -> Training | None:
+        """The batch a job picks on a placement (None: it cannot run there); `before` is what it trained with last
+        (its gradient noise), `measured` what it timed on this type."""
+        gpus = sum(placement)
         low, high = self.local_range(app, gpu_type)
-        if running:
-            high = min(high, profile.max_local_bsz(placement))
+        high = min(high, app.types[gpu_type].max_local_bsz(placement))
         if high < low:  # no measurement of a shape this large
             return None
-        smallest = max(app.init_batch, low * gpus)
-        best: Choice | None = None
-        for batch in np.geomspace(smallest, max(smallest, max_batch), BATCH_CANDIDATES):
-            local, accumulation = split(float(batch), gpus, high, app.init_batch)
-            if not low <= local <= high:
-                continue
-            timed = profile.step(placement, local)
-            if timed is None:
-                continue
-            step, sync = timed
-            effective = gpus * local * (accumulation + 1)
-            rate = app.gain(effective, epoch) / ((step + accumulation * (step - sync)) * app.slowdown)
-            if best is None or rate > best.rate:
-                best = Choice(rate, effective)
+        epoch = 0 if before is None else before.epoch
+        search = Search(len(placement), gpus, app.max_batch, low, high)
+        best = None if before is None or not measured else self._search(app, fit(measured), before, search)
+        if best is None:
+            local, accumulation = split(max(app.init_batch, low * gpus), gpus, high, app.init_batch)
+        else:
+            local, accumulation = best[1], best[2]
+        local = min(local, int(app.types[gpu_type].max_local_bsz_at(gpus) or local))
+        local = min(local, int(app.max_batch / (gpus * (accumulation + 1))))
+        return Training(gpus, max(local, 1), accumulation, epoch)
+
+    @staticmethod
+    def _search(app: Application, steps: StepModel, noise: Training, s: Search) -> tuple[float, int, int] | None:
+        """(progress per second, per-GPU batch, accumulation steps) of the batch the fitted model and the noise
+        measured at `noise`'s batch and epoch say is best; None where no candidate fits [low, high]."""
+        sqr, var = app.grad(noise.batch, noise.epoch)
+        best: tuple[float, int, int] | None = None
+        for effective, local, accumulation, seconds in _timed_candidates(app.init_batch, steps, s):
+            rate = statistical_gain(sqr, var, effective / app.init_batch) / seconds
+            if best is None or rate > best[0]:
+                best = (rate, local, accumulation)
         return best
 
-    def goodput(self, model: str, gpu_type: str, gpus: int, done: float, max_batch: int) -> float:
-        """A scheduler's estimate: progress per second of a job `done` into its work on `gpus` GPUs packed on
-        whole nodes, its batch at most `max_batch`; 0 where the profile has no configuration for it."""
-        app = self.applications[model]
-        placement = packed(gpus, self.gpus_per_node[gpu_type])
-        choice = self.best(model, gpu_type, placement, epoch_of(app, done), max_batch, running=False)
-        return 0.0 if choice is None else choice.rate
-
-    def advance(
-        self, model: str, gpu_type: str, placement: tuple[int, ...], done: float, seconds: float
-    ) -> tuple[float, float]:
-        """(progress after, seconds trained) of a job `done` into its work that trains `seconds` on a placement
-        (GPUs per node) of a type, re-choosing its batch at each epoch's end; it stops early when its work is
-        done, or at once where the profile has no configuration for it."""
-        app = self.applications[model]
-        ends = app.epoch_ends
-        trained = 0.0
-        while trained < seconds and done < ends[-1]:
-            epoch = epoch_of(app, done)
-            choice = self.best(model, gpu_type, placement, epoch, app.max_batch, running=True)
-            if choice is None:
-                break
-            to_end = (ends[epoch] - done) / choice.rate
-            if trained + to_end > seconds:
-                return done + choice.rate * (seconds - trained), seconds
-            done, trained = ends[epoch], trained + to_end
-        return done, trained
+    # -- what a policy knows -----------------------------------------------------------------------------------------
+    def goodput(
+        self,
+        model: str,
+        gpu_type: str,
+        gpus: int,
+        done: float,
+        max_batch: int,
+        *,
+        training: Training | None,
+        measured: Sequence[Measurement],
+    ) -> float:
+        if training is None or not measured:
+            return 0.0
+        data = tuple(sorted(measured))
+        key = (model, gpu_type, gpus, max_batch, training, data)
+        if key not in self._estimates:
+            if len(self._estimates) > MAX_ESTIMATES:
+                self._estimates.clear()
+            app = self.applications[model]
+            low, high = self.local_range(app, gpu_type)
+            nodes = len(packed(gpus, self.gpus_per_node[gpu_type]))
+            best = self._search(app, fit(data), training, Search(nodes, gpus, max_batch, low, high))
+            self._estimates[key] = 0.0 if best is None else best[0]
+        return self._estimates[key]
 
     def total(self, model: str) -> float:
         return self.applications[model].total_progress
 
     def largest_gang(self, model: str, gpu_type: str) -> int:
-        """Most GPUs a job can use on a type: its largest batch at the smallest per-GPU batch (and at least one)."""
         app = self.applications[model]
         return max(1, int(app.max_batch // self.local_range(app, gpu_type)[0]))
 
     def one_gpu_throughput(self, model: str, gpu_type: str) -> float:
-        """Samples per second on one GPU as Sia projects between types: the largest per-GPU batch over the largest
-        step time among the one-GPU measurements (the two maxima taken apart, as the artifact does)."""
         return self.applications[model].types[gpu_type].one_gpu_throughput
+
+
+@functools.lru_cache(maxsize=65536)
+def _timed_candidates(init_batch: int, steps: StepModel, s: Search) -> tuple[tuple[int, int, int, float], ...]:
+    """(global batch, per-GPU batch, accumulation steps, fitted seconds per step) of each candidate of a search
+    whose per-GPU batch lies in [low, high]: 50 global batches geometric from the smallest the GPUs may run."""
+    smallest = max(init_batch, s.low * s.gpus)
+    ratio = max(smallest, s.max_batch) / smallest
+    found = []
+    for i in range(BATCH_CANDIDATES):
+        batch = smallest * ratio ** (i / (BATCH_CANDIDATES - 1))
+        local, accumulation = split(batch, s.gpus, s.high, init_batch)
+        if s.low <= local <= s.high:
+            seconds = steps.step_s(s.nodes, s.gpus, local, accumulation)
+            found.append((s.gpus * local * (accumulation + 1), local, accumulation, seconds))
+    return tuple(found)
 
 
 def epoch_of(app: Application, done: float) -> int:

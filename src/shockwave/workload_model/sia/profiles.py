@@ -102,6 +102,17 @@ class TypeProfile:
         sizes = [r.local_bsz for rows_ in self.placements.values() for r in rows_]
         return min(sizes), max(sizes)
 
+    def max_local_bsz_at(self, gpus: int) -> float | None:
+        """The largest per-GPU batch measured on any placement of `gpus` GPUs (None: no such placement)."""
+        return self._largest_by_gpus.get(gpus)
+
+    @functools.cached_property
+    def _largest_by_gpus(self) -> dict[int, float]:
+        found: dict[int, float] = {}
+        for key, rows_ in self.placements.items():
+            found[sum(key)] = max(found.get(sum(key), 0.0), rows_[-1].local_bsz)
+        return found
+
     @functools.cached_property
     def one_gpu_throughput(self) -> float:
         """Samples per second on one GPU as Sia projects between types: the largest per-GPU batch over the
@@ -167,16 +178,26 @@ class Application:
     def total_progress(self) -> float:
         return self.epoch_end(self.max_epochs - 1)
 
-    def gain(self, batch: float, epoch: int) -> float:
-        """Progress one step at global batch `batch` makes in `epoch`: with the gradient's squared norm and
-        variance interpolated between the profiled batch sizes around it and s = batch / init_batch,
-        (var + sqr) / (var / s + sqr), between 1 and s (Pollux's statistical efficiency times s)."""
+    def grad(self, batch: float, epoch: int) -> tuple[float, float]:
+        """The gradient's squared norm and variance in `epoch` at global batch `batch`, interpolated between the
+        profiled batch sizes around it (the nearest one outside them)."""
         sizes = sorted(self.validation)
         batch = min(max(batch, sizes[0]), sizes[-1])
         sqr = float(np.interp(batch, sizes, [self.validation[b][epoch].grad_sqr for b in sizes]))
         var = float(np.interp(batch, sizes, [self.validation[b][epoch].grad_var for b in sizes]))
-        scale = batch / self.init_batch
-        return (var + sqr) / (var / scale + sqr) if var / scale + sqr > 0 else scale
+        return sqr, var
+
+    def gain(self, batch: float, epoch: int) -> float:
+        """Progress one step at global batch `batch` makes in `epoch` (`statistical_gain` of its gradient)."""
+        sizes = sorted(self.validation)
+        return statistical_gain(*self.grad(batch, epoch), min(max(batch, sizes[0]), sizes[-1]) / self.init_batch)
+
+
+def statistical_gain(sqr: float, var: float, scale: float) -> float:
+    """Progress of a step at `scale` times the smallest batch, in steps at the smallest batch, given the gradient's
+    squared norm and variance: (var + sqr) / (var / scale + sqr), between 1 and `scale` (Pollux's statistical
+    efficiency times the scale)."""
+    return (var + sqr) / (var / scale + sqr) if var / scale + sqr > 0 else scale
 
 
 def packed(gpus: int, per_node: int) -> tuple[int, ...]:
