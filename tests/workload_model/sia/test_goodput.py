@@ -1,5 +1,5 @@
-"""Goodput-adaptive jobs of Sia's applications: the batch a job picks, how far it gets, hand-computed on the toy
-profile (gain 1 at batch 32, 4/3 at 64; type b twice as slow as a)."""
+"""Goodput-adaptive jobs of Sia's applications: the batch a job picks, how far it gets and what it learns,
+hand-computed on the toy profile (gain 1 at batch 32, 4/3 at 64; per-GPU batches 16-32; type b twice as slow)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 
 from shockwave.core.cluster import ClusterSpec
-from shockwave.workload_model.goodput import goodput_of
-from shockwave.workload_model.sia.goodput import Choice, SiaGoodput, epoch_of, split
+from shockwave.workload_model.goodput import Training, goodput_of
+from shockwave.workload_model.sia.goodput import SiaGoodput, epoch_of, split
 from shockwave.workload_model.sia.rigid import read_sia_workload
 
 CLUSTER = "a:8:4,b:8:8"
+ONE_GPU = (1, 1, 32.0, 0.2, 0.0)
+"""What a job times on one GPU of a at per-GPU batch 32."""
 
 
 @pytest.fixture
@@ -30,29 +32,36 @@ def test_split_takes_as_few_accumulation_steps_as_fit() -> None:
     assert split(32, 1, 32, 32) == (32, 0)
 
 
-def test_a_job_picks_the_batch_that_progresses_fastest(model: SiaGoodput) -> None:
-    # One GPU of a: batch 32 in one 0.2 s step (gain 1) beats 64 as two accumulated steps (0.4 s, gain 4/3).
-    assert model.best("toy", "a", (1,), 0, 64, running=True) == Choice(pytest.approx(5.0), 32)
-    # Two GPUs: 16 each in 0.12 s (8.3/s) beats 32 each in 0.22 s at gain 4/3 (6.1/s).
-    assert model.best("toy", "a", (2,), 0, 64, running=True) == Choice(pytest.approx(1 / 0.12), 32)
-    # One GPU on each of two nodes is not measured as such: read off the shapes around it, (1, 1) at 16 each.
-    assert model.best("toy", "a", (1, 1), 0, 64, running=True) != model.best("toy", "a", (2,), 0, 64, running=True)
-    assert model.goodput("toy", "b", 1, 0.0, 64) == pytest.approx(2.5)
-    # Sixteen GPUs would need 16 per GPU at batch 256: more than the application's largest batch allows.
-    assert model.best("toy", "a", (4, 4, 4, 4), 0, 64, running=True) is None
-    assert model.goodput("toy", "a", 16, 0.0, 64) == 0.0
+def test_a_new_job_starts_small_and_learns_what_it_timed(model: SiaGoodput) -> None:
+    # Nothing timed: the smallest batch, 32 on one GPU, one 0.2 s step at gain 1: 5 progress a second.
+    ran = model.advance("toy", "a", (1,), 0.0, 4.0, training=None, measured=(), restarted=True)
+    assert (ran.done, ran.trained_s) == pytest.approx((20.0, 4.0))
+    assert ran.measured == (ONE_GPU,)
+    # Its fitted model then says 64 (two accumulated steps, 0.4 s, gain 4/3: 3.3/s) is slower: it keeps 32; its
+    # last step was in epoch 1 (two epochs of 10 in 4 s).
+    assert ran.training == Training(gpus=1, local=32, accumulation=0, epoch=1)
 
 
-def test_advance_stops_at_the_work_and_re_chooses_per_epoch(model: SiaGoodput) -> None:
-    assert model.advance("toy", "a", (1,), 0.0, 4.0) == pytest.approx((20.0, 4.0))
-    assert model.advance("toy", "a", (1,), 25.0, 10.0) == pytest.approx((30.0, 1.0))  # done after 1 s
-    assert model.advance("toy", "a", (4, 4, 4, 4), 0.0, 10.0) == (0.0, 0.0)  # cannot run there
+def test_it_stops_at_its_work_and_where_it_cannot_run(model: SiaGoodput) -> None:
+    training = Training(1, 32, 0, 2)
+    done = model.advance("toy", "a", (1,), 25.0, 10.0, training=training, measured=[ONE_GPU], restarted=False)
+    assert (done.done, done.trained_s) == pytest.approx((30.0, 1.0)) and done.measured == ()
+    # Four nodes of four GPUs: no measurement that large.
+    stuck = model.advance("toy", "a", (4, 4, 4, 4), 0.0, 10.0, training=training, measured=(), restarted=True)
+    assert (stuck.done, stuck.trained_s, stuck.training) == (0.0, 0.0, None)
+
+
+def test_a_policy_estimates_only_where_the_job_timed_steps(model: SiaGoodput) -> None:
+    training = Training(1, 32, 0, 0)
+    assert model.goodput("toy", "a", 1, 0.0, 64, training=None, measured=()) == 0.0
+    assert model.goodput("toy", "a", 1, 0.0, 64, training=training, measured=()) == 0.0
+    assert model.goodput("toy", "a", 1, 0.0, 64, training=training, measured=[ONE_GPU]) == pytest.approx(5.0, rel=1e-3)
+
+
+def test_epochs_and_limits(model: SiaGoodput) -> None:
     app = model.applications["toy"]
     assert [epoch_of(app, p) for p in (0.0, 9.99, 10.0, 29.0, 30.0)] == [0, 0, 1, 2, 2]
     assert model.total("toy") == 30.0
-
-
-def test_limits_for_projection_and_growth(model: SiaGoodput) -> None:
     # Largest batch 64 at 16 per GPU: 4 GPUs. One GPU: largest batch / largest step time of the one-GPU rows.
     assert model.largest_gang("toy", "a") == 4
     assert model.one_gpu_throughput("toy", "a") == pytest.approx(32 / 0.2)

@@ -4,8 +4,9 @@ goodput there (`configs.py`, `ilp.py`); goodput-adaptive jobs pick their batch t
 A job's goodput is known on the types it has run on; elsewhere it is projected from the first of those by the
 types' one-GPU throughputs, and a job that has not run yet is offered one GPU of any type. A job may grow to twice
 the most GPUs it has run on. Changing a running job's configuration costs it a restart, so every configuration but
-its current one is discounted by how much of its life restarts have taken (`restart_factor`; a job that is not
-running is not discounted), and a job still restoring keeps its configuration. Constants are the artifact's (`sia.py`, aaf7a0d).
+its current one is discounted by how much of its life restarts have taken (`restart_factor`; a job that is
+not running is not discounted), and a job still restoring keeps its configuration. Constants are the artifact's
+(`sia.py`, aaf7a0d).
 """
 
 from __future__ import annotations

@@ -6,12 +6,14 @@ the two overlap as a gamma-norm, t_step = (t_c^gamma + t_n^gamma)^(1/gamma), and
 
 The fit minimises the root-mean-square error of the logarithms of the compute and step times measured, plus
 1e-3 (gamma - 1)^2 and 1e-2 ((beta_n / alpha_n)^2 + (beta_r / alpha_r)^2), by bounded quasi-Newton from alpha 0.1,
-beta 0.01, gamma 1.001 (every parameter at least 1e-8, gamma at most 10). What the measurements cannot tell apart is
-held: alpha_c at half the mean compute time when one batch was measured; the network terms of a kind of placement
-never measured at their floor, the retrogression terms too when no measurement had more than two GPUs; and, with
-nothing across nodes, the cross-node terms at least 1.1 times the within-node ones. These constants and rules are
-AdaptDL's (Petuum, Apache-2.0), which Sia's simulator uses; the arithmetic here is this project's own, in Python
-floats (`math`), so a fit is the same on every CPU.
+beta 0.01, gamma 1.001 (every parameter at least 1e-8, gamma at most 10), to a tolerance of 1e-5 that often stops
+it short of the best parameters (as AdaptDL's does: the jobs' choices depend on it). What the measurements cannot
+tell apart is held: alpha_c at half the mean compute time when one batch was measured; the network terms of a kind
+of placement never measured at their floor, the retrogression terms too when no measurement had more than two
+GPUs; and, with nothing across nodes, the cross-node terms at least 1.1 times the within-node ones.
+
+These constants and rules are AdaptDL's (Petuum, Apache-2.0), which Sia's simulator uses; the arithmetic here is
+this project's own, in Python floats (`math`), so a fit is the same on every CPU.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """Goodput-adaptive jobs of Sia's applications (Pollux's job model, as Sia's simulator runs it).
 
-Such a job runs on whatever GPUs of one type the scheduler gives it. Whenever they change it picks its batch: before it has timed a step on the type, the smallest it may run (the application's
-smallest batch, or one sample per GPU at the least per-GPU batch); after, the one that its fitted step model
-(`fit.py`) and its last measured gradient noise say progresses fastest among 50 global batches geometric from
-that smallest to the application's largest, each split into per-GPU batch and accumulation steps (`split`).
+Such a job runs on whatever GPUs of one type the scheduler gives it, and picks its batch when they change and
+after every stretch of training (an epoch's end, or the end of its time): before it has timed a step on the type,
+the smallest it may run (the application's smallest batch, or the least per-GPU batch on every GPU); after, the
+one its fitted step model (`fit.py`) and its last measured gradient noise say progresses fastest among 50 global
+batches geometric from that smallest to the application's largest, each split into per-GPU batch and
+accumulation steps (`split`).
 
-It picks again after every stretch of training (an epoch's end, or the end of its time), as its measurements and
-noise change. It really progresses at gain(M, epoch) / ((step + k (step - sync)) x slowdown) per second: the profile's times at
+It really progresses at gain(M, epoch) / ((step + k (step - sync)) x slowdown) per second: the profile's times at
 its placement, the gain of the gradient noise its epoch has at its batch M. Every step it times on a shape (nodes,
 GPUs, per-GPU batch) it has not timed before is added to what it measured there.
 

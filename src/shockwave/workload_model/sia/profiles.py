@@ -153,7 +153,7 @@ class Application:
     restart_s: float
     slowdown: float
 
-    @property
+    @functools.cached_property
     def init_batch(self) -> int:
         return min(self.validation)
 
