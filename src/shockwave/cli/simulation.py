@@ -112,8 +112,8 @@ TraceFormatOpt = Annotated[
     str,
     typer.Option(
         "--trace-format",
-        help="auto: the project's or Gavel's trace (told apart by their columns); sia: Sia's workload CSV, rigid "
-        "jobs at the GPUs and batch size each line asks for (needs --profiles).",
+        help="auto: the project's or Gavel's trace (told apart by their columns); sia: Sia's workload CSV (needs "
+        "--profiles): goodput-adaptive jobs under sia, else rigid jobs at the GPUs and batch size each line asks for.",
     ),
 ]
 ProfilesOpt = Annotated[
@@ -226,6 +226,8 @@ def compare_cmd(
     gpus_per_server: GpusPerServerOpt = 1,
     parallel: ParallelOpt = None,
     allow_unfinished: AllowUnfinishedOpt = False,
+    trace_format: TraceFormatOpt = "auto",
+    profiles: ProfilesOpt = None,
 ) -> None:
     """Run several policies on one trace side by side and compare them (table, JSON, CSV, figures)."""
     from shockwave.experiments.compare import CompareRequest, compare
@@ -233,7 +235,17 @@ def compare_cmd(
     from shockwave.results.report import print_comparison
 
     request = CompareRequest(
-        trace, gpus, parse_policies(policies), throughputs, config, mechanics, round_seconds, gpus_per_server, cluster
+        trace,
+        gpus,
+        parse_policies(policies),
+        throughputs,
+        config,
+        mechanics,
+        round_seconds,
+        gpus_per_server,
+        cluster,
+        trace_format,
+        profiles,
     )
     with saying_what_was_kept():
         results, errors = compare(

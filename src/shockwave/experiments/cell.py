@@ -56,6 +56,11 @@ class Cell:
     file is not, and its digest changes with the file's bytes, not with where the file is."""
     window: tuple[int, int] | None = None
     """Job ids [A, B) the metrics cover; the run ends when they are done (Gavel's measurement window)."""
+    trace_format: str = "auto"
+    """"sia": the trace is Sia's workload CSV, read with `profile_texts`."""
+    profiles_name: str | None = None
+    profile_texts: tuple[tuple[str, str], ...] = ()
+    """Sia's profile files the workload needs, (APPLICATION/NAME.csv, text), carried like the trace."""
 
     @cached_property
     def policy_id(self) -> str:
@@ -72,6 +77,11 @@ class Cell:
             "trace": _sha256(self.trace_text),
             "throughputs": None if self.throughputs_text is None else _sha256(self.throughputs_text),
             "config": None if self.config_text is None else _sha256(self.config_text),
+            **(
+                {"sia": [self.trace_format, [(name, _sha256(text)) for name, text in self.profile_texts]]}
+                if self.trace_format != "auto"
+                else {}
+            ),
             "settings": [
                 self.gpus,
                 self.policy_id,
@@ -116,6 +126,11 @@ class Cell:
             "trace": self.trace_path,
             "throughputs": self.throughputs_name,
             "config": self.config_name,
+            **(
+                {"trace_format": self.trace_format, "profiles": self.profiles_name}
+                if self.trace_format != "auto"
+                else {}
+            ),
             "window": list(self.window) if self.window else None,
             **self.extra,
         }
@@ -128,6 +143,7 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import simulate
+    from shockwave.workload_model.sia.profiles import write_profile_files
 
     with tempfile.TemporaryDirectory(prefix="shockwave-cell-") as scratch:
         folder = Path(scratch)
@@ -145,8 +161,21 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
         policy = cell.policy
         if cell.policy_text is not None:  # the file as the cell carries it, the one its digest names
             policy = copy_into(cell.policy, cell.policy_text, folder / "policy")
+        profiles = None
+        if cell.trace_format == "sia":
+            profiles = write_profile_files(dict(cell.profile_texts), folder / "profiles")
         result, _ = simulate(
-            trace, policy, cluster, mechanics, throughputs, config, on_round, window=cell.window, seed=cell.seed or 0
+            trace,
+            policy,
+            cluster,
+            mechanics,
+            throughputs,
+            config,
+            on_round,
+            window=cell.window,
+            seed=cell.seed or 0,
+            trace_format=cell.trace_format,
+            profiles=profiles,
         )
     result["trace"] = cell.trace_path or cell.label
     result["throughputs"] = cell.throughputs_name or result["throughputs"]

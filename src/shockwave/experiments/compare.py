@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError, Interrupted
 from shockwave.experiments import store
 from shockwave.experiments.cell import Cell
@@ -25,6 +26,10 @@ from shockwave.io.text import CONFIG_LIMIT, THROUGHPUT_LIMIT, TRACE_LIMIT, read_
 from shockwave.policies.plugins import short_name, source_of
 from shockwave.policies.registry import canonical_names, policy_info
 from shockwave.results.provenance import with_command
+
+if TYPE_CHECKING:
+    from shockwave.workload_model.job import Job
+    from shockwave.workload_model.profile import JobProfile
 
 log = logging.getLogger(__name__)
 
@@ -41,11 +46,13 @@ class CompareRequest:
     gpus_per_server: int = 1
     cluster: str | None = None
     """GPU pools by type (`--cluster`), instead of `gpus` GPUs of the default type."""
+    trace_format: str = "auto"
+    profiles: Path | None = None
+    """Sia's profile folder, with trace_format "sia"."""
 
 
 def build_cells(request: CompareRequest) -> list[Cell]:
     """One cell per policy, after checking the trace, throughputs, config and names (InputError on any problem)."""
-    from shockwave.core.cluster import ClusterSpec
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
     from shockwave.workload_model.profile import load_workload
@@ -58,8 +65,14 @@ def build_cells(request: CompareRequest) -> list[Cell]:
         raise InputError("--policies names no policy")
     mechanics = preset(request.mechanics).with_round_seconds(request.round_seconds)
     cluster = ClusterSpec.from_options(request.gpus, request.cluster, request.gpus_per_server)
-    tm, jobs, profiles = load_workload(request.trace, request.throughputs)
-    require_gpu_types(tm, cluster.types)
+    if request.trace_format == "sia":
+        jobs, profiles, texts = _sia_inputs(request, cluster)
+    else:
+        if request.profiles is not None:
+            raise InputError("--profiles is the folder of Sia's profiles: it goes with --trace-format sia")
+        tm, jobs, profiles = load_workload(request.trace, request.throughputs)
+        require_gpu_types(tm, cluster.types)
+        texts = ()
     require_gangs_fit(jobs, cluster.largest_pool, request.trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, profiles, cluster.gpus))
     config_text = None
@@ -86,9 +99,29 @@ def build_cells(request: CompareRequest) -> list[Cell]:
             config_name=str(request.config) if request.config and configured else None,
             config_text=config_text if configured else None,
             policy_text=source_of(policy),
+            trace_format=request.trace_format,
+            profiles_name=str(request.profiles) if request.profiles else None,
+            profile_texts=texts,
         )
         for policy, configured in ((p, policy_info(p).takes_config) for p in policies)
     ]
+
+
+def _sia_inputs(
+    request: CompareRequest, cluster: ClusterSpec
+) -> tuple[list[Job], list[JobProfile], tuple[tuple[str, str], ...]]:
+    """Sia's workload and profiles checked as `simulate` reads them, and the profile files its cells carry."""
+    from shockwave.workload_model.sia.profiles import profile_files
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+    from shockwave.workload_model.sia.workload import read_workload
+
+    if request.profiles is None:
+        raise InputError("--trace-format sia needs --profiles DIR (the `traces/` folder of Sia's simulator)")
+    if request.throughputs is not None:
+        raise InputError("--trace-format sia takes its rates from --profiles: no --throughputs")
+    jobs, profiles, _ = read_sia_workload(request.trace, request.profiles, cluster)
+    applications = {job.application for job in read_workload(request.trace)}
+    return jobs, profiles, tuple(sorted(profile_files(request.profiles, applications).items()))
 
 
 def compare(

@@ -168,7 +168,7 @@ class Simulator:
             cost = min(self._restart_cost(job), exec_s)
             factor = (exec_s - cost) / exec_s
             exec_s -= cost
-        steps = launch.steps if factor == 1.0 else int(launch.steps * factor)  # a fraction only in a last round
+        steps = launch.steps if factor == 1.0 else self._whole(job, launch.steps * factor)
         job.last_finish_s = launch.finish
         job.run_time_s += exec_s
         if launch.learned is not None:
@@ -282,7 +282,7 @@ class Simulator:
             if job.spec.elastic:
                 launches.append(self._elastic_launch(job, assignment.gpu_type, placement[job.id], startup, restarting))
                 continue
-            steps = min(int(rate * (length - startup)), job.remaining_steps)
+            steps = min(self._whole(job, rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
             launch = Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches)
             if self.replay and len(jobs) == 1:
@@ -313,6 +313,12 @@ class Simulator:
         launch = Launch(job, advanced.done - job.steps_done, now + startup + advanced.trained_s, gpus, startup)
         launch.train_s, launch.learned = advanced.trained_s, (gpu_type, advanced)
         return launch
+
+    @staticmethod
+    def _whole(job: JobState, steps: float) -> int | float:
+        """The steps a round does: whole ones (a fraction only in a job's last round), or as they come for a job
+        whose progress is continuous."""
+        return steps if job.spec.continuous else int(steps)
 
     def _switch_within_round(self, launch: Launch, rate: float, gpu_type: str) -> None:
         """Where the job's replayed schedule changes batch size before the round ends, split its round as the real

@@ -31,6 +31,9 @@ class Job:
     """Seconds a restart costs this job (its application's checkpoint and restore, as Sia's profiles give it);
     it wins over the mechanics' costs (`--restart-seconds`, `--restart-seconds-by-gang`). None: the mechanics'
     cost for its gang."""
+    continuous: bool = False
+    """Progress counts fractions of a step (a profile's continuous progress, as Sia's simulator counts it: a step
+    slower than a round still advances the job); else each round does whole steps."""
     elastic: bool = False
     """Goodput-adaptive (`shockwave.workload_model.goodput`): a policy that adapts jobs gives it any number of GPUs
     of one type each round, it picks its own batch, and `total_steps` is its work in its throughput model's units

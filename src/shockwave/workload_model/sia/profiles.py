@@ -25,6 +25,7 @@ from scipy.interpolate import LinearNDInterpolator
 from scipy.spatial import QhullError
 
 from shockwave.core.errors import InputError
+from shockwave.io.text import TRACE_LIMIT, read_text
 from shockwave.workload_model.sia.table import Row, rows
 
 RESTART_S = {
@@ -43,6 +44,7 @@ MAX_NODES_INTERPOLATED = 16
 
 _PLACEMENTS = re.compile(r"placements-(.+)\.csv")
 _VALIDATION = re.compile(r"validation-(\d+)\.csv")
+_SCALABILITY = re.compile(r"scalability-(.+)\.csv")
 
 
 @dataclass(frozen=True)
@@ -231,6 +233,34 @@ def load_profiles(folder: str | Path, applications: Iterable[str]) -> dict[str, 
             raise InputError(f"no profile for application {name!r} (found: {', '.join(known) or 'none'})", path=app)
         loaded[name] = load_application(app)
     return loaded
+
+
+def profile_files(folder: str | Path, applications: Iterable[str]) -> dict[str, str]:
+    """The text of every profile file of `applications` under `folder`, by path relative to it (what a simulation
+    elsewhere needs to read the same profiles)."""
+    folder = Path(folder)
+    require_folder(folder)
+    found = {}
+    for name in sorted(set(applications)):
+        for path in sorted((folder / name).glob("*.csv")) if (folder / name).is_dir() else ():
+            if (
+                _PLACEMENTS.fullmatch(path.name)
+                or _VALIDATION.fullmatch(path.name)
+                or _SCALABILITY.fullmatch(path.name)
+            ):
+                found[f"{name}/{path.name}"] = read_text(path, "Sia profile file", TRACE_LIMIT)
+    return found
+
+
+def write_profile_files(files: dict[str, str], folder: Path) -> Path:
+    """`profile_files` written back under `folder` (each an application's folder and a file name, nothing else)."""
+    for relative, text in files.items():
+        application, _, name = relative.partition("/")
+        if not all(part and part not in (".", "..") and Path(part).name == part for part in (application, name)):
+            raise InputError(f"a profile file must be APPLICATION/NAME.csv, got {relative!r}")
+        (folder / application).mkdir(parents=True, exist_ok=True)
+        (folder / application / name).write_text(text)
+    return folder
 
 
 def require_folder(folder: Path) -> None:

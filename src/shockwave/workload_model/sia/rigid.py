@@ -148,8 +148,10 @@ def read_sia_workload(
     jobs = []
     for job in sia_jobs:
         app = apps[job.application]
-        steps = math.ceil(tm.steps(app.name, job.batch_size))
-        jobs.append(Job(app.name, job.batch_size, job.replicas, steps, job.arrival_s, restart_s=app.restart_s))
+        steps = tm.steps(app.name, job.batch_size)
+        jobs.append(
+            Job(app.name, job.batch_size, job.replicas, steps, job.arrival_s, restart_s=app.restart_s, continuous=True)
+        )
     profiled = [build_profile(job, tm, gpu_type=t) for job, t in zip(jobs, runs_on, strict=True)]
     if elastic:
         jobs = [replace(job, total_steps=apps[job.model].total_progress, elastic=True) for job in jobs]
