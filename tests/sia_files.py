@@ -11,9 +11,10 @@ def write_csv(path: Path, header: str, rows: list[str]) -> Path:
     return path
 
 
-def toy_application(folder: Path, name: str = "toy") -> Path:
+def toy_application(folder: Path, name: str = "toy", epoch_progress: float = 10.0) -> Path:
     """Application `name` on type `a` (4 GPUs per node) and `b` (twice as slow), profiled at batches 32 and 64 over
-    three epochs of 10 progress each: gain 1 at batch 32 and (1 + 1) / (1/2 + 1) = 4/3 at 64 (noise = signal)."""
+    three epochs of `epoch_progress` (10) progress each: gain 1 at batch 32 and (1 + 1) / (1/2 + 1) = 4/3 at 64
+    (noise = signal)."""
     app = folder / name
     app.mkdir(parents=True)
     for gpu_type, factor in (("a", 1.0), ("b", 2.0)):
@@ -28,7 +29,7 @@ def toy_application(folder: Path, name: str = "toy") -> Path:
             app / f"scalability-{gpu_type}.csv", "local_bsz,step_time,sync_time,num_nodes,num_replicas", scalability
         )
     for batch in (32, 64):
-        epochs = [f"{10.0 * (e + 1)},{e},0.5,1.0,1.0" for e in range(3)]
+        epochs = [f"{epoch_progress * (e + 1)},{e},0.5,1.0,1.0" for e in range(3)]
         write_csv(app / f"validation-{batch}.csv", "progress,iteration,metric,grad_sqr,grad_var", epochs)
     return app
 

@@ -24,7 +24,7 @@ def test_steps_and_rates_follow_the_fixed_batch_rule(sia_workload: Path, sia_pro
     app = tm.applications["toy"]
     # 30 progress over three epochs: 30 steps at batch 32 (gain 1), 22.5 at 64 (gain 4/3).
     assert steps_needed(app, 32) == pytest.approx(30) and steps_needed(app, 64) == pytest.approx(22.5)
-    assert [j.total_steps for j in jobs][:2] == [23, 23]
+    assert [j.total_steps for j in jobs][:2] == [22.5, 22.5] and all(j.continuous for j in jobs)
     assert [j.restart_s for j in jobs] == [30.0] * 4
     # Batch 64 on 2 GPUs of a: 32 per GPU (the largest measured), no accumulation: 0.22 s a step.
     assert tm.throughput("toy", 64, 2, "a") == pytest.approx(1 / 0.22)
@@ -34,7 +34,7 @@ def test_steps_and_rates_follow_the_fixed_batch_rule(sia_workload: Path, sia_pro
     assert rigid_step(app, "a", 4, 4, 32) is None
     assert tm.throughput("toy", 64, 2, "b") == pytest.approx(1 / 0.44)
     assert packed(10, 4) == (4, 4, 2)
-    assert family("toy").dataset_size == 10 * 32 and job_profiles[0].epochs == 5  # ceil(23 / (320 / 64))
+    assert family("toy").dataset_size == 10 * 32 and job_profiles[0].epochs == 5  # ceil(22.5 / (320 / 64))
 
 
 def test_a_job_outside_its_profile_is_refused_with_its_line(sia_workload: Path, sia_profiles: Path) -> None:
@@ -97,7 +97,7 @@ def test_jobs_run_in_arrival_order_and_are_profiled_where_they_run(sia_profiles:
         out.write("8,16,0.25,0.1\n8,32,0.3,0.1\n")
     path.write_text("name,time,application,num_replicas,batch_size\nwide,0,toy,8,256\n")
     jobs, profiles, tm = read_sia_workload(path, sia_profiles, ClusterSpec.parse(CLUSTER))
-    assert jobs[0].total_steps == 23 and profiles[0].epochs == 12  # 2 steps an epoch of 320 samples at 256
+    assert jobs[0].total_steps == 22.5 and profiles[0].epochs == 12  # 2 steps an epoch of 320 samples at 256
     assert profiles[0].runs[0][2] == pytest.approx(320 / 256 / tm.throughput("toy", 256, 8, "b"))
 
 

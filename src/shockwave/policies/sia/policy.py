@@ -12,6 +12,7 @@ not running is not discounted), and a job still restoring keeps its configuratio
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
@@ -38,12 +39,14 @@ class SiaPolicy(Policy):
     name = "sia"
     plans_gpu_types = True
     adapts_jobs = True
-    kept = ("current", "restarts", "restoring_until")
+    kept = ("current", "restarts", "restoring_until", "jobs_seen", "restarts_total")
     current: dict[int, tuple[str, int]]
     """Each running job's (GPU type, GPUs) this round."""
     restarts: dict[int, int]
     restoring_until: dict[int, float]
     """When each job that changed configuration is done restoring its checkpoint."""
+    jobs_seen: int
+    restarts_total: int
 
     def __init__(self, p: float = -0.5, lambda_n: float = 1.1, project_throughputs: bool = True) -> None:
         if not (math.isfinite(p) and p != 0):
@@ -52,6 +55,7 @@ class SiaPolicy(Policy):
             raise InputError(f"policy 'sia': lambda_n must be a number >= 0, got {lambda_n!r}")
         self.p, self.lambda_n, self.project = p, lambda_n, project_throughputs
         self.current, self.restarts, self.restoring_until = {}, {}, {}
+        self.jobs_seen = self.restarts_total = 0
         self._configs: tuple[ClusterSpec, list[Config]] | None = None
 
     def configs(self, cluster: ClusterSpec) -> list[Config]:
@@ -103,9 +107,23 @@ class SiaPolicy(Policy):
             if self.current.get(j) != now:
                 if view.jobs[j].run_time_s > 0:  # a job that ran before restarts (its first start is not one)
                     self.restarts[j] = self.restarts.get(j, 0) + 1
+                    self.restarts_total += 1
                 restart = view.jobs[j].spec.restart_s
                 self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
         self.current = {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}
+
+    def job_added(self, view: SchedulerView, job: JobState) -> None:
+        self.jobs_seen += 1
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "sia": {
+                "p": self.p,
+                "lambda_n": self.lambda_n,
+                "restarts": self.restarts_total,
+                "restarts_per_job": self.restarts_total / self.jobs_seen if self.jobs_seen else 0.0,
+            }
+        }
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
         for kept in (self.current, self.restarts, self.restoring_until):

@@ -1,0 +1,57 @@
+"""Goodput-adaptive jobs in the simulator: restarts, learning, completion mid-round, and their state saved as data.
+Times are hand-computed on the toy profile (tests/sia_files.py): one GPU of type a at batch 32 makes 5 progress a
+second, the work is 30, a restart costs 30 s."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shockwave.api import simulate
+from shockwave.core.state import JobState
+from shockwave.policies.sia.policy import SiaPolicy
+from sia_files import toy_application, write_csv
+
+HEADER = "name,time,application,num_replicas,batch_size"
+
+
+def test_a_lone_job_starts_pays_its_restart_and_finishes_mid_round(sia_profiles: Path, tmp_path: Path) -> None:
+    workload = write_csv(tmp_path / "one.csv", HEADER, ["toy-0,0,toy,2,64"])
+    result = simulate(workload, "sia", "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60)
+    # A new job gets one GPU; 30 s of restart, then 30 progress at 5 a second.
+    assert result.complete and result.jobs[0].jct_s == pytest.approx(36.0)
+
+
+def test_long_jobs_grow_restart_and_all_finish(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "long", epoch_progress=1000.0)  # 3000 progress: 10 minutes on one GPU
+    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
+    result = simulate(workload, "sia", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert result.complete and len(result.jobs) == 4
+    assert result.model_extra["sia"]["restarts"] >= 4  # every job grows at least once
+    assert all(30 + 3000 / (5 * 4) < j.jct_s < 30 + 3000 / 5 for j in result.jobs)  # faster than on one GPU
+
+
+def test_rigid_policies_keep_the_gang_the_line_asks_for(sia_workload: Path, sia_profiles: Path) -> None:
+    elastic = simulate(sia_workload, "sia", "a:8:4,b:8:8", trace_format="sia", profiles=sia_profiles)
+    rigid = simulate(sia_workload, "fifo_perf", "a:8:4,b:8:8", trace_format="sia", profiles=sia_profiles)
+    assert elastic.complete and rigid.complete and elastic.avg_jct_s != rigid.avg_jct_s
+
+
+def test_what_an_elastic_job_learns_is_saved_as_data(sia_workload: Path, sia_profiles: Path) -> None:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.workload_model.goodput import Training
+    from shockwave.workload_model.profile import build_profile
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+
+    jobs, _, tm = read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse("a:8:4"), elastic=True)
+    job = JobState.admit(0, jobs[0], build_profile(jobs[0], tm, gpu_type="a"), {"a": 1.0})
+    job.training, job.measured = Training(1, 32, 0, 2), {"a": [(1, 1, 32.0, 0.2, 0.0)]}
+    restored = JobState.restore(0, jobs[0], job.profile, job.state_dict())
+    assert (restored.training, restored.measured) == (job.training, job.measured)
+    policy = SiaPolicy()
+    policy.current, policy.restarts, policy.restoring_until = {0: ("a", 2)}, {0: 3}, {0: 90.0}
+    again = SiaPolicy()
+    again.load_state_dict(policy.state_dict())
+    assert (again.current, again.restarts, again.restoring_until) == ({0: ("a", 2)}, {0: 3}, {0: 90.0})
