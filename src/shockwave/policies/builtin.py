@@ -20,6 +20,7 @@ from shockwave.policies.gavel import (
 )
 from shockwave.policies.gavel import max_min_fairness as mmf
 from shockwave.policies.gavel.fifo import FifoPackedPolicy, FifoPerfPolicy, FifoPolicy
+from shockwave.policies.pollux.policy import PolluxPolicy
 from shockwave.policies.shockwave.policy import ShockwavePolicy
 from shockwave.policies.sia.policy import SiaPolicy
 from shockwave.policies.themis.policy import ThemisPolicy
@@ -50,6 +51,7 @@ BUILTIN: dict[str, Callable[..., Any]] = {
     "proportional": isolated.Proportional,
     "themis": ThemisPolicy,
     "sia": SiaPolicy,
+    "pollux": PolluxPolicy,
     "fifo": FifoPolicy,
     "fifo_perf": FifoPerfPolicy,
     "fifo_packed": FifoPackedPolicy,

@@ -77,10 +77,15 @@ class GoodputModel(Protocol):
         *,
         training: Training | None,
         measured: Sequence[Measurement],
+        nodes: int | None = None,
     ) -> float:
         """A policy's estimate of a job's progress per second on `gpus` GPUs of a type on as few servers as hold
-        them, its batch at most `max_batch`, from what it measured on that type (0: nothing measured there yet,
-        or it cannot run there)."""
+        them (or on `nodes` servers), its batch at most `max_batch`, from `measured` (what it timed on that type;
+        0: nothing measured yet, or it cannot run there)."""
+        ...
+
+    def max_batch(self, model: str) -> int:
+        """The largest global batch a job may train at."""
         ...
 
     def total(self, model: str) -> float:

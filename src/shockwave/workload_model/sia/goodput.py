@@ -160,20 +160,24 @@ class SiaGoodput:
         *,
         training: Training | None,
         measured: Sequence[Measurement],
+        nodes: int | None = None,
     ) -> float:
         if training is None or not measured:
             return 0.0
         data = tuple(sorted(measured))
-        key = (model, gpu_type, gpus, max_batch, training, data)
+        nodes = len(packed(gpus, self.gpus_per_node[gpu_type])) if nodes is None else nodes
+        key = (model, gpu_type, gpus, nodes, max_batch, training, data)
         if key not in self._estimates:
             if len(self._estimates) > MAX_ESTIMATES:
                 self._estimates.clear()
             app = self.applications[model]
             low, high = self.local_range(app, gpu_type)
-            nodes = len(packed(gpus, self.gpus_per_node[gpu_type]))
             best = self._search(app, fit(data), training, Search(nodes, gpus, max_batch, low, high))
             self._estimates[key] = 0.0 if best is None else best[0]
         return self._estimates[key]
+
+    def max_batch(self, model: str) -> int:
+        return self.applications[model].max_batch
 
     def total(self, model: str) -> float:
         return self.applications[model].total_progress

@@ -1,0 +1,53 @@
+"""What a policy of goodput-adaptive jobs (Sia, Pollux) keeps about them: the configuration (GPU type, GPUs) each
+runs in this round, and how often each has restarted, which both discount a move by (a job's first start is not a
+restart; resuming after a pause is)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shockwave.core.kept import KeepsState
+from shockwave.core.policy import SchedulerView
+from shockwave.core.state import JobState
+
+
+class Allocations(KeepsState):
+    kept = ("current", "restarts", "jobs_seen", "restarts_total")
+    current: dict[int, tuple[str, int]]
+    restarts: dict[int, int]
+    jobs_seen: int
+    restarts_total: int
+
+    def __init__(self) -> None:
+        self.current, self.restarts = {}, {}
+        self.jobs_seen = self.restarts_total = 0
+
+    def record(self, view: SchedulerView, chosen: dict[int, tuple[str, int]]) -> list[int]:
+        """The next round's configurations; returns the jobs that start in a new one."""
+        moved = [j for j, config in chosen.items() if self.current.get(j) != config]
+        for j in moved:
+            if view.jobs[j].run_time_s > 0:
+                self.restarts[j] = self.restarts.get(j, 0) + 1
+                self.restarts_total += 1
+        self.current = dict(chosen)
+        return moved
+
+    def restarts_of(self, job: JobState) -> int:
+        return self.restarts.get(job.id, 0)
+
+    def added(self) -> None:
+        self.jobs_seen += 1
+
+    def forget(self, job: JobState) -> None:
+        self.current.pop(job.id, None)
+        self.restarts.pop(job.id, None)
+
+    def summary(self) -> dict[str, Any]:
+        per_job = self.restarts_total / self.jobs_seen if self.jobs_seen else 0.0
+        return {"restarts": self.restarts_total, "restarts_per_job": per_job}
+
+
+def restart_factor(age_s: float, restarts: int, penalty_s: float) -> float:
+    """Share of a job's life left to it if it restarts once more: (age - restarts x penalty) / (age + penalty), at
+    least 0 (Pollux's discount of a move; Sia's too, which spares jobs younger than one penalty)."""
+    return max(age_s - restarts * penalty_s, 0.0) / (age_s + penalty_s)

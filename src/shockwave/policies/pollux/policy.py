@@ -1,0 +1,147 @@
+"""Pollux (Qiao et al., OSDI'21) as Sia's evaluation runs it: blind to GPU types (every GPU alike, nodes of the
+smallest node size), each job's speedup from one goodput model fitted to everything it timed on any type, GPU
+counts from the power-mean search (`search.py`), 60 s rounds.
+
+A job's speedup on r GPUs is its estimated goodput there over its goodput at a fair share (the cluster's GPUs over
+the jobs, on one node); before it has timed a step it is r over that share. A job may grow to twice the most GPUs
+it has run on, at most the smallest GPU type's count and what its batch allows. Moving a job costs it Pollux's
+restart discount with 30 s per restart. The GPU counts are then laid onto types: jobs that keep their count stay
+where they are, the others (largest first) go to the type with most free GPUs, a job that fits nowhere whole gets
+what the freest type has. Constants: the artifact's `pollux_unaware.py` and `cluster_unaware.py`, aaf7a0d.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
+from shockwave.core.plan import Assignment, RoundPlan
+from shockwave.core.policy import Policy, SchedulerView
+from shockwave.core.state import JobState
+from shockwave.policies.elastic import Allocations, restart_factor
+from shockwave.policies.pollux.search import Candidate, search
+from shockwave.workload_model.goodput import GoodputModel, Measurement
+
+RESTART_PENALTY_S = 30.0
+
+
+class PolluxPolicy(Policy):
+    name = "pollux"
+    plans_gpu_types = True
+    adapts_jobs = True
+    kept = ("allocations",)
+    allocations: Allocations
+
+    def __init__(self, p: float = -1.0) -> None:
+        if not math.isfinite(p):
+            raise InputError(f"policy 'pollux': p must be a number, got {p!r}")
+        self.p = p
+        self.allocations = Allocations()
+
+    def plan(self, view: SchedulerView) -> RoundPlan:
+        model = view.goodput
+        if model is None:
+            raise InputError("policy 'pollux' needs a throughput model of goodput-adaptive jobs (Sia's profiles)")
+        jobs = list(view.jobs.values())
+        if not jobs:
+            return RoundPlan()
+        node, reference = _node_size(view.cluster)
+        fair = math.ceil(view.cluster.gpus / len(jobs))
+        current = self.allocations.current
+        candidates = [
+            self._candidate(view, model, job, reference, node, fair, current.get(job.id, ("", 0))[1]) for job in jobs
+        ]
+        gpus = search(candidates, view.cluster.gpus, self.p)
+        chosen = _lay_out(view.cluster, {job.id: g for job, g in zip(jobs, gpus, strict=True) if g > 0}, current)
+        self.allocations.record(view, chosen)
+        return RoundPlan(tuple(Assignment((j,), t, g) for j, (t, g) in sorted(chosen.items())))
+
+    def _candidate(
+        self, view: SchedulerView, model: GoodputModel, job: JobState, reference: str, node: int, fair: int, now: int
+    ) -> Candidate:
+        """The job's scaled speedups on 0..bound GPUs, discounted where its count changes."""
+        name = job.family.name
+        measured = _merged(job)
+        cap = min(pool.gpus for pool in view.cluster.pools)
+        if not job.spec.elastic:  # a rigid job: its gang or nothing
+            bound = min(job.scale_factor, cap)
+            speedups = [0.0] * (bound + 1)
+            speedups[-1] = job.scale_factor / fair if job.scale_factor <= cap else 0.0
+        else:
+            most = max((m[1] for m in measured), default=0)
+            bound = min(max(2 * most, 1), cap, model.largest_gang(name, reference))
+            speedups = [r / fair for r in range(bound + 1)]
+            if job.training is not None and measured:
+                estimate = _estimator(model, job, reference, measured)
+                base = estimate(fair, 1)
+                if base > 0:
+                    speedups = [0.0] + [estimate(r, None) / base for r in range(1, bound + 1)]
+        factor = restart_factor(view.now - job.arrival_s, self.allocations.restarts_of(job), RESTART_PENALTY_S)
+        scaled = tuple((s if r == now else s * factor) / node for r, s in enumerate(speedups))
+        return Candidate(scaled, min(now, bound))
+
+    def job_added(self, view: SchedulerView, job: JobState) -> None:
+        self.allocations.added()
+
+    def job_removed(self, view: SchedulerView, job: JobState) -> None:
+        self.allocations.forget(job)
+
+    def summary(self) -> dict[str, Any]:
+        return {"pollux": {"p": self.p, **self.allocations.summary()}}
+
+
+def _estimator(model: GoodputModel, job: JobState, reference: str, measured: list[Measurement]) -> Any:
+    def estimate(gpus: int, nodes: int | None) -> float:
+        return model.goodput(
+            job.family.name,
+            reference,
+            gpus,
+            job.steps_done,
+            model.max_batch(job.family.name),
+            training=job.training,
+            measured=measured,
+            nodes=nodes,
+        )
+
+    return estimate
+
+
+def _merged(job: JobState) -> list[Measurement]:
+    """Everything the job timed, on any type, the first time of each shape kept (Pollux fits one model)."""
+    seen: dict[tuple[int, int, float], Measurement] = {}
+    for steps in job.measured.values():
+        for m in steps:
+            seen.setdefault(m[:3], m)
+    return list(seen.values())
+
+
+def _node_size(cluster: ClusterSpec) -> tuple[int, str]:
+    """Pollux's node: the smallest servers' GPUs, and the first type with servers that small (whose per-GPU
+    batch range its jobs are modelled with)."""
+    pool = min(cluster.pools, key=lambda p: p.gpus_per_server)
+    return pool.gpus_per_server, pool.gpu_type
+
+
+def _lay_out(
+    cluster: ClusterSpec, gpus: dict[int, int], current: dict[int, tuple[str, int]]
+) -> dict[int, tuple[str, int]]:
+    """GPU counts onto types: kept counts stay on their type, the rest largest first on the freest type."""
+    free = {pool.gpu_type: pool.gpus for pool in cluster.pools}
+    chosen: dict[int, tuple[str, int]] = {}
+    for j, g in gpus.items():
+        here = current.get(j)
+        if here is not None and here[1] == g and free[here[0]] >= g:
+            chosen[j] = here
+            free[here[0]] -= g
+    for j, g in sorted(gpus.items(), key=lambda item: (-item[1], item[0])):
+        if j in chosen:
+            continue
+        fits = [t for t in free if free[t] >= g]
+        gpu_type = max(fits or free, key=lambda t: free[t])
+        given = min(g, free[gpu_type])
+        if given > 0:
+            chosen[j] = (gpu_type, given)
+            free[gpu_type] -= given
+    return chosen
