@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test browser bench fidelity readme-tables lint clean
+.PHONY: demo test browser bench fidelity readme-tables sia-table lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,10 @@ fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py
 
 # README's results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
+sia-table: $(STAMP)
+	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))
+	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --write
+
 readme-tables: $(STAMP)
 	$(BIN)/python benchmarks/readme_tables.py
 	$(BIN)/python benchmarks/types_table.py

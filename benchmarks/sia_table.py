@@ -1,0 +1,126 @@
+"""Sia's Table 3/4-style comparison, rebuilt with every policy in one command and no commercial solver:
+`python benchmarks/sia_table.py --artifact DIR` (or `make sia-table SIA_ARTIFACT=DIR`), DIR the `sia-simulator/`
+folder of a copy of `siasosp23/artifacts` (its workloads and profiles have no licence and do not ship here).
+
+Each workload runs through `shockwave compare --trace-format sia` (Sia and Pollux with goodput-adaptive jobs, the
+others with the rigid jobs the workload lines ask for), all policies at 60 s rounds under the corrected mechanics,
+on Sia's heterogeneous cluster (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The table
+averages each policy over the workloads: average and p99 JCT, makespan (last finish less first arrival), the worst
+finish-time fairness ratio (rho: JCT over the job's time alone on an equal share of the cluster, at the GPUs and
+batch its line asks for) and the share of jobs with rho > 1. `--write` puts it into README.md between its markers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BEGIN, END = "<!-- sia-table:begin (make sia-table) -->", "<!-- sia-table:end -->"
+POLICIES = (
+    "sia",
+    "pollux",
+    "shockwave",
+    "themis",
+    "max_sum_throughput_perf",
+    "finish_time_fairness_perf",
+    "max_min_fairness_perf",
+)
+SETTINGS = {
+    "heterogeneous": (
+        "aws:24:4,rtx:24:8,dgx-ext:16:8",
+        [f"{t}/workload-{i}.csv" for t in ("saturn", "philly") for i in (1, 2, 3)],
+    ),
+    "homogeneous": ("aws:64:4", ["philly/workload-1.csv"]),
+}
+ROUND_S = 60.0
+
+
+def run_workload(artifact: Path, workload: str, cluster: str, out: Path, workers: int) -> list[dict[str, Any]]:
+    """Every policy on one workload, through `compare` (its results.json is kept under `out`)."""
+    from shockwave.experiments.compare import CompareRequest, compare
+
+    request = CompareRequest(
+        artifact / "workloads" / workload,
+        None,
+        list(POLICIES),
+        round_seconds=ROUND_S,
+        cluster=cluster,
+        trace_format="sia",
+        profiles=artifact / "traces",
+    )
+    results, errors = compare(request, out, workers=workers, console=Console(stderr=True), show_progress=False)
+    if errors:
+        raise SystemExit(f"{workload}: {errors}")
+    return results
+
+
+def measures(result: dict[str, Any]) -> dict[str, float]:
+    jobs = result["jobs"]
+    jcts = sorted(job["jct_s"] for job in jobs)
+    first = min(job["arrival_s"] for job in jobs)
+    return {
+        "jct": statistics.fmean(jcts) / 3600,
+        "p99": jcts[int(0.99 * len(jcts))] / 3600,
+        "makespan": (max(job["finish_s"] for job in jobs) - first) / 3600,
+        "rho": result["worst_ftf"],
+        "unfair": 100 * result["unfair_fraction"],
+        "wall": result["wall_seconds"],
+    }
+
+
+def table(rows: dict[str, dict[str, list[dict[str, float]]]]) -> str:
+    lines = [
+        "| setting | policy | avg JCT h | p99 JCT h | makespan h | worst rho | unfair % | wall s per run |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for setting, by_policy in rows.items():
+        for policy, runs in by_policy.items():
+
+            def mean(key: str, runs: list[dict[str, float]] = runs) -> float:
+                return statistics.fmean(r[key] for r in runs)
+
+            worst = max(r["rho"] for r in runs)
+            lines.append(
+                f"| {setting} ({len(runs)}) | {policy} | {mean('jct'):.2f} | {mean('p99'):.1f} | {mean('makespan'):.1f}"
+                f" | {worst:.2f} | {mean('unfair'):.1f} | {mean('wall'):.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--artifact", type=Path, required=True, help="the sia-simulator/ folder of the artifact")
+    parser.add_argument("--out", type=Path, default=Path("sia-table"), help="where each comparison is kept")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--write", action="store_true", help="put the table into README.md")
+    args = parser.parse_args()
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for setting, (cluster, workloads) in SETTINGS.items():
+        rows[setting] = {policy: [] for policy in POLICIES}
+        for workload in workloads:
+            folder = args.out / setting / workload.replace("/", "-").removesuffix(".csv")
+            for result in run_workload(args.artifact, workload, cluster, folder, args.workers):
+                rows[setting][result["policy"]].append(measures(result))
+            print(f"{setting} {workload} done", file=sys.stderr)
+    text = table(rows)
+    print(text)
+    (args.out / "table.json").write_text(json.dumps(rows, indent=1))
+    if args.write:
+        readme = README.read_text()
+        head, _, rest = readme.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        if not rest:
+            raise SystemExit(f"README.md has no {BEGIN} marker")
+        README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+if __name__ == "__main__":
+    main()
