@@ -23,7 +23,7 @@ from rich.table import Table
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "sia_reference.json"
-OURS = {"gavel": "max_sum_throughput_perf", "sia": "sia"}
+OURS = {"gavel": "max_sum_throughput_perf", "sia": "sia", "pollux": "pollux"}
 """The artifact's policy names the project implements, by our name."""
 CLUSTERS = {"default-hetero": "aws:24:4,rtx:24:8,dgx-ext:16:8", "homogeneous-aws64": "aws:64:4"}
 
@@ -50,6 +50,43 @@ def ours(artifact: Path, entry: dict[str, Any]) -> dict[str, float]:
         "makespan_h": (max(job.finish_s for job in result.jobs) - first) / 3600,
         "cpu_s": cpu,
     }
+
+
+def print_partial(artifact: Path | None, entry: dict[str, Any]) -> None:
+    """A reference run that did not finish: our average JCT over the jobs it finished, on the same first jobs."""
+    import csv
+    import tempfile
+
+    from shockwave.api import simulate
+
+    done = entry["completed_jcts_s"]
+    line = f"{entry['policy']} on the first {entry['first_jobs']} jobs of {entry['workload']}: the reference finished "
+    line += f"{len(done)} in {entry['wall_s']:.0f} s wall, their average JCT {sum(done.values()) / len(done):.0f} s"
+    if artifact is None:
+        print(line)
+        return
+    source = artifact / "workloads" / entry["workload"]
+    with source.open() as handle:
+        rows = sorted(csv.DictReader(handle), key=lambda row: float(row["time"]))[: entry["first_jobs"]]
+    with tempfile.TemporaryDirectory() as scratch:
+        cut = Path(scratch) / "cut.csv"
+        with cut.open("w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        started = time.process_time()
+        result = simulate(
+            cut,
+            OURS[entry["policy"]],
+            CLUSTERS[entry["cluster"]],
+            trace_format="sia",
+            profiles=artifact / "traces",
+            round_seconds=entry["interval_s"],
+        )
+        cpu = time.process_time() - started
+    ours = {row["name"]: job.jct_s for row, job in zip(rows, result.jobs, strict=True)}
+    mine = sum(ours[name] for name in done) / len(done)
+    print(f"{line}; ours {mine:.0f} s ({mine / (sum(done.values()) / len(done)):.3f}x), all done in {cpu:.1f} CPU-s")
 
 
 def main() -> None:
@@ -85,6 +122,8 @@ def main() -> None:
             pair("cpu_s", "{:.1f}"),
         )
     Console(width=200).print(table)
+    for entry in json.loads(REFERENCE.read_text()).get("partial", []):
+        print_partial(args.artifact, entry)
     if args.artifact is None:
         print("reference numbers only: give --artifact DIR (a copy of sia-simulator/) to run ours beside them")
 
