@@ -159,8 +159,7 @@ class Simulator:
         factor = 1.0
         restarted = previous is not None and self._restarts(job.id, launch.gpus, previous)
         if (
-            not self.replay
-            and not job.spec.elastic
+            not self._starts_up(job)
             and restarted
             and exec_s != 0
             and exec_s > m.round_seconds - m.restart_cost_margin_s
@@ -377,10 +376,9 @@ class Simulator:
         return self.mechanics.restart_cost(job.scale_factor) if own is None else own
 
     def _startup(self, job: JobState, *, restarting: bool) -> float:
-        """Seconds of this round the job spends starting (replaying a real run, or an elastic job: its restart
-        cost); a start-up longer than a round goes on in the next one if the job keeps its GPUs, and is lost
-        otherwise."""
-        if not (self.replay or job.spec.elastic):
+        """Seconds of this round the job spends starting (`_starts_up`); a start-up longer than a round goes on in
+        the next one if the job keeps its GPUs, and is lost otherwise."""
+        if not self._starts_up(job):
             return 0.0
         self.switched.discard(job.id)
         left = self._restart_cost(job) if restarting else self.starting.pop(job.id, 0.0)
@@ -388,6 +386,12 @@ class Simulator:
         if left > length:
             self.starting[job.id] = left - length
         return min(left, length)
+
+    def _starts_up(self, job: JobState) -> bool:
+        """Whether the job's restarts take time at the start of its round (carried into the next when longer),
+        as a real job's do (replaying a real run) and as those of a job with its own restart cost (Sia's
+        applications); otherwise a restart takes its cost out of an almost full round."""
+        return self.replay or job.spec.restart_s is not None
 
     def run(self) -> SimulationResult:
         started = time.perf_counter()
