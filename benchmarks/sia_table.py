@@ -116,9 +116,9 @@ def main() -> None:
     if args.write:
         readme = README.read_text()
         head, _, rest = readme.partition(BEGIN)
+        if END not in rest:
+            raise SystemExit(f"README.md has no {BEGIN} ... {END} markers")
         _, _, tail = rest.partition(END)
-        if not rest:
-            raise SystemExit(f"README.md has no {BEGIN} marker")
         README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 

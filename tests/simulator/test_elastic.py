@@ -56,3 +56,19 @@ def test_what_an_elastic_job_learns_is_saved_as_data(sia_workload: Path, sia_pro
     again.load_state_dict(policy.state_dict())
     assert (again.allocations.current, again.allocations.restarts) == ({0: ("a", 2)}, {0: 3})
     assert again.restoring_until == {0: 90.0}
+
+
+@pytest.mark.parametrize("policy", ["sia", "pollux"])
+def test_a_job_arriving_on_an_idle_cluster_starts_at_once(policy: str, sia_profiles: Path, tmp_path: Path) -> None:
+    workload = write_csv(tmp_path / "apart.csv", HEADER, ["toy-0,0,toy,2,64", "toy-1,20000,toy,2,64"])
+    result = simulate(workload, policy, "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60)
+    assert [j.jct_s for j in result.jobs] == pytest.approx([36.0, 36.0])  # a restart, then 30 progress at 5/s
+
+
+def test_sia_refuses_a_lambda_that_starts_nothing(sia_workload: Path, sia_profiles: Path) -> None:
+    from shockwave.core.errors import InputError
+
+    with pytest.raises(InputError, match="lambda_n must be a number > 1 with p < 0"):
+        simulate(
+            sia_workload, "sia", "a:8:4", trace_format="sia", profiles=sia_profiles, policy_params={"lambda_n": 0.9}
+        )

@@ -238,14 +238,14 @@ def compare_cmd(
         trace,
         gpus,
         parse_policies(policies),
-        throughputs,
-        config,
-        mechanics,
-        round_seconds,
-        gpus_per_server,
-        cluster,
-        trace_format,
-        profiles,
+        throughputs=throughputs,
+        config=config,
+        mechanics=mechanics,
+        round_seconds=round_seconds,
+        gpus_per_server=gpus_per_server,
+        cluster=cluster,
+        trace_format=trace_format,
+        profiles=profiles,
     )
     with saying_what_was_kept():
         results, errors = compare(

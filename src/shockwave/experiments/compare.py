@@ -55,6 +55,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     """One cell per policy, after checking the trace, throughputs, config and names (InputError on any problem)."""
     from shockwave.policies.shockwave.config import ShockwaveConfig
     from shockwave.simulator.mechanics import preset
+    from shockwave.simulator.run import TRACE_FORMATS
     from shockwave.workload_model.profile import load_workload
     from shockwave.workload_model.summary import makespan_lower_bound
     from shockwave.workload_model.throughput import require_gpu_types
@@ -65,6 +66,8 @@ def build_cells(request: CompareRequest) -> list[Cell]:
         raise InputError("--policies names no policy")
     mechanics = preset(request.mechanics).with_round_seconds(request.round_seconds)
     cluster = ClusterSpec.from_options(request.gpus, request.cluster, request.gpus_per_server)
+    if request.trace_format not in TRACE_FORMATS:
+        raise InputError(f"unknown trace format {request.trace_format!r}; choose {' or '.join(TRACE_FORMATS)}")
     if request.trace_format == "sia":
         jobs, profiles, texts = _sia_inputs(request, cluster)
     else:

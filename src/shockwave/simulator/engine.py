@@ -8,6 +8,7 @@ new batch sizes, admit arrivals; the loop asks the policy for the next round and
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -183,6 +184,8 @@ class Simulator:
                 log.warning("job %d made no progress in %d rounds; giving up on it", job.id, job.failures)
         else:
             job.steps_done += steps
+            if job.spec.continuous and math.isclose(job.steps_done, job.total_steps, rel_tol=1e-12):
+                job.steps_done = job.total_steps  # not a rounding error's sliver short of done
             self.loop.progressed(job, exec_s - launch.startup_s if launch.train_s is None else launch.train_s, steps)
             for switched in launch.switched:
                 self._switch_batch_size(job, switched.batch_size, restarted=True)
@@ -360,11 +363,15 @@ class Simulator:
         if before is None or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0]):
             return True
         job = self.view.jobs.get(job_id)
-        return job is not None and job.spec.elastic and self._per_server(before) != self._per_server(gpus)
+        return job is not None and job.spec.elastic and self._shape(before) != self._shape(gpus)
 
     def _per_server(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
-        """A gang's GPUs on each server it spans, by server."""
+        """A gang's GPUs on each server it spans, by server (the profile reads a placement in any rotation)."""
         return tuple(Counter(self.cluster.server_of(g) for g in sorted(gpus)).values())
+
+    def _shape(self, gpus: tuple[int, ...]) -> list[int]:
+        """A gang's GPUs per server, whichever servers: a move to the same shape elsewhere is not a restart."""
+        return sorted(self._per_server(gpus))
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         if self.on_round is not None:

@@ -10,7 +10,7 @@ from shockwave.assembly.inputs import RunInputs, assemble
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.core.loop import timeline
-from shockwave.policies.registry import policy_info
+from shockwave.policies.registry import PolicyInfo, policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
@@ -50,12 +50,11 @@ def simulate(
     Gavel's GCP prices) is what the result's cost is counted in, and is offered to the cost-aware policies as their
     `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
     (`shockwave.results.model.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
-    `trace_format` "sia" reads `trace` as Sia's workload CSV, its jobs rigid, their rates from Sia's per-application
-    `profiles` folder ("auto": the project's or Gavel's trace format, told apart by their columns).
+    `trace_format` "sia": `trace` is Sia's workload CSV, `profiles` its profile folder (`_sia_workload`); "auto":
+    the project's or Gavel's trace format, told apart by their columns.
     """
     info = policy_info(policy)
-    elastic = bool(getattr(info.build, "adapts_jobs", False))
-    imported = _sia_workload(trace, cluster, trace_format, profiles, throughputs, batch_sizes, elastic=elastic)
+    imported = _sia_workload(trace, cluster, trace_format, profiles, throughputs, batch_sizes, info)
     inputs = assemble(
         info,
         cluster,
@@ -113,11 +112,10 @@ def _sia_workload(
     profiles: Path | None,
     throughputs: Path | ThroughputModel | None,
     batch_sizes: Path | None,
-    *,
-    elastic: bool,
+    policy: PolicyInfo,
 ) -> tuple[list[Job], list[JobProfile], ThroughputModel] | None:
-    """Sia's workload read with its rates (`trace_format` "sia"), else None; what goes with it checked. Its jobs
-    are goodput-adaptive for a policy that adapts jobs (`elastic`), else rigid."""
+    """Sia's workload read with its speeds (`trace_format` "sia"), else None; what goes with it checked. Its jobs
+    are goodput-adaptive for a policy that adapts jobs (sia, pollux), else rigid."""
     if trace_format not in TRACE_FORMATS:
         raise InputError(f"unknown trace format {trace_format!r}; choose {' or '.join(TRACE_FORMATS)}")
     if trace_format != "sia":
@@ -128,7 +126,7 @@ def _sia_workload(
         raise InputError("--trace-format sia needs --profiles DIR (the `traces/` folder of Sia's simulator)")
     if throughputs is not None or batch_sizes is not None:
         raise InputError("--trace-format sia takes its rates from --profiles: no --throughputs or --batch-sizes")
-    return read_sia_workload(trace, profiles, cluster, elastic=elastic)
+    return read_sia_workload(trace, profiles, cluster, elastic=bool(getattr(policy.build, "adapts_jobs", False)))
 
 
 def _measured(window: tuple[int, int] | None, jobs: int, trace: Path) -> range | None:

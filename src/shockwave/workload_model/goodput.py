@@ -4,8 +4,9 @@ model's own units (for Sia's applications, iterations at the smallest batch).
 
 Such a job learns as it runs (Pollux's co-adaptation): it keeps the step times it measured on each GPU type and
 the batch it trains with (`Training`), picks its batch from a model fitted to those measurements whenever its GPUs
-change or an epoch ends, and a policy estimates its goodput from the same measurements, never from the truth.
-The job's learning is plain data in its state (`JobState.training`, `JobState.measured`), saved like the rest.
+change and after every stretch of training, and a policy estimates its goodput from the same measurements, never
+from the truth. The job's learning is plain data in its state (`JobState.training`, `JobState.measured`), saved
+like the rest.
 
 A throughput model that knows such jobs exposes one as its `goodput` attribute (`goodput_of`).
 """
@@ -72,7 +73,6 @@ class GoodputModel(Protocol):
         model: str,
         gpu_type: str,
         gpus: int,
-        done: float,
         max_batch: int,
         *,
         training: Training | None,
@@ -86,10 +86,6 @@ class GoodputModel(Protocol):
 
     def max_batch(self, model: str) -> int:
         """The largest global batch a job may train at."""
-        ...
-
-    def total(self, model: str) -> float:
-        """A job's whole work, in units of progress."""
         ...
 
     def largest_gang(self, model: str, gpu_type: str) -> int:

@@ -9,7 +9,7 @@ import pytest
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.state import JobState
 from shockwave.policies.elastic import restart_factor
-from shockwave.policies.sia.configs import ZERO, Config, Knowledge, configurations, goodput_row, rigid_options
+from shockwave.policies.sia.configs import ZERO, Knowledge, configurations, goodput_row
 from shockwave.workload_model.goodput import Training, goodput_of
 from shockwave.workload_model.profile import build_profile
 from shockwave.workload_model.sia.rigid import read_sia_workload
@@ -62,8 +62,3 @@ def test_known_goodput_grows_to_twice_what_ran_and_projects(sia_workload: Path, 
     unprojected = goodput_row(job, configs, goodput_of(tm), Knowledge({"a": 1}), ("a", "b"), project=False)
     assert unprojected[4] == 1.0 and unprojected[5] == ZERO  # b unknown: its one GPU only, worth 1
     assert Knowledge({"a": 4}).replica_bound(job, goodput_of(tm), ("a", "b")) == 4  # at most the batch allows
-
-
-def test_a_rigid_job_is_offered_its_gang(sia_workload: Path, sia_profiles: Path) -> None:
-    job, _ = _job(sia_workload, sia_profiles, elastic=False)
-    assert rigid_options(job, ("a", "b")) == [(Config("a", 1), pytest.approx(2.0)), (Config("b", 1), 1.0)]

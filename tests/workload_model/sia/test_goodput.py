@@ -53,15 +53,14 @@ def test_it_stops_at_its_work_and_where_it_cannot_run(model: SiaGoodput) -> None
 
 def test_a_policy_estimates_only_where_the_job_timed_steps(model: SiaGoodput) -> None:
     training = Training(1, 32, 0, 0)
-    assert model.goodput("toy", "a", 1, 0.0, 64, training=None, measured=()) == 0.0
-    assert model.goodput("toy", "a", 1, 0.0, 64, training=training, measured=()) == 0.0
-    assert model.goodput("toy", "a", 1, 0.0, 64, training=training, measured=[ONE_GPU]) == pytest.approx(5.0, rel=1e-3)
+    assert model.goodput("toy", "a", 1, 64, training=None, measured=()) == 0.0
+    assert model.goodput("toy", "a", 1, 64, training=training, measured=()) == 0.0
+    assert model.goodput("toy", "a", 1, 64, training=training, measured=[ONE_GPU]) == pytest.approx(5.0, rel=1e-3)
 
 
 def test_epochs_and_limits(model: SiaGoodput) -> None:
     app = model.applications["toy"]
     assert [epoch_of(app, p) for p in (0.0, 9.99, 10.0, 29.0, 30.0)] == [0, 0, 1, 2, 2]
-    assert model.total("toy") == 30.0
     # Largest batch 64 at 16 per GPU: 4 GPUs. One GPU: largest batch / largest step time of the one-GPU rows.
     assert model.largest_gang("toy", "a") == 4
     assert model.one_gpu_throughput("toy", "a") == pytest.approx(32 / 0.2)

@@ -61,3 +61,11 @@ def test_category_header_and_shape_errors(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(InputError, match="empty"):
         read_workload(path)
+
+
+def test_an_application_name_is_a_plain_folder_name(tmp_path: Path) -> None:
+    path = tmp_path / "w.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nx-0,0,../etc,2,64\n")
+    with pytest.raises(InputError, match="an application is named by") as error:
+        read_workload(path)
+    assert (error.value.line, error.value.field) == (2, "application")

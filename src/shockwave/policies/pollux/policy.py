@@ -4,10 +4,12 @@ counts from the power-mean search (`search.py`), 60 s rounds.
 
 A job's speedup on r GPUs is its estimated goodput there over its goodput at a fair share (the cluster's GPUs over
 the jobs, on one node); before it has timed a step it is r over that share. A job may grow to twice the most GPUs
-it has run on, at most the smallest GPU type's count and what its batch allows. Moving a job costs it Pollux's
-restart discount with 30 s per restart. The GPU counts are then laid onto types: jobs that keep their count stay
-where they are, the others (largest first) go to the type with most free GPUs, a job that fits nowhere whole gets
-what the freest type has. Constants: the artifact's `pollux_unaware.py` and `cluster_unaware.py`, aaf7a0d.
+it has run on, at most the smallest GPU type's count and what its batch allows. Moving a job that has run costs
+it Pollux's restart discount with 30 s per restart (Pollux's also discounts a first start by the job's age, which
+here, where a job arriving on an idle cluster is planned at its arrival, would hold it back). The GPU counts are
+then laid onto types: jobs that keep their count stay where they are, the others (largest first) go to the type
+with most free GPUs, a job that fits nowhere whole gets what the freest type has. Constants: the artifact's
+`pollux_unaware.py` and `cluster_unaware.py`, aaf7a0d.
 """
 
 from __future__ import annotations
@@ -62,23 +64,22 @@ class PolluxPolicy(Policy):
         self, view: SchedulerView, model: GoodputModel, job: JobState, reference: str, node: int, fair: int, now: int
     ) -> Candidate:
         """The job's scaled speedups on 0..bound GPUs, discounted where its count changes."""
+        if not job.spec.elastic:
+            raise InputError(f"policy 'pollux' schedules goodput-adaptive jobs; job {job.id} is rigid")
         name = job.family.name
         measured = _merged(job)
         cap = min(pool.gpus for pool in view.cluster.pools)
-        if not job.spec.elastic:  # a rigid job: its gang or nothing
-            bound = min(job.scale_factor, cap)
-            speedups = [0.0] * (bound + 1)
-            speedups[-1] = job.scale_factor / fair if job.scale_factor <= cap else 0.0
-        else:
-            most = max((m[1] for m in measured), default=0)
-            bound = min(max(2 * most, 1), cap, model.largest_gang(name, reference))
-            speedups = [r / fair for r in range(bound + 1)]
-            if job.training is not None and measured:
-                estimate = _estimator(model, job, reference, measured)
-                base = estimate(fair, 1)
-                if base > 0:
-                    speedups = [0.0] + [estimate(r, None) / base for r in range(1, bound + 1)]
-        factor = restart_factor(view.now - job.arrival_s, self.allocations.restarts_of(job), RESTART_PENALTY_S)
+        most = max((m[1] for m in measured), default=0)
+        bound = min(max(2 * most, 1), cap, model.largest_gang(name, reference))
+        speedups = [r / fair for r in range(bound + 1)]
+        if job.training is not None and measured:
+            estimate = _estimator(model, job, reference, measured)
+            base = estimate(fair, 1)
+            if base > 0:
+                speedups = [0.0] + [estimate(r, None) / base for r in range(1, bound + 1)]
+        factor = 1.0  # a job that has not run yet loses nothing by starting
+        if job.run_time_s > 0:
+            factor = restart_factor(view.now - job.arrival_s, self.allocations.restarts_of(job), RESTART_PENALTY_S)
         scaled = tuple((s if r == now else s * factor) / node for r, s in enumerate(speedups))
         return Candidate(scaled, min(now, bound))
 
@@ -98,7 +99,6 @@ def _estimator(model: GoodputModel, job: JobState, reference: str, measured: lis
             job.family.name,
             reference,
             gpus,
-            job.steps_done,
             model.max_batch(job.family.name),
             training=job.training,
             measured=measured,

@@ -89,13 +89,13 @@ def goodput_row(
             name,
             source,
             config.gpus,
-            job.steps_done,
             job.spec.batch_size,
             training=job.training,
             measured=job.measured.get(source, ()),
         )
         if source != t and value > 0:
-            value *= model.one_gpu_throughput(name, t) / model.one_gpu_throughput(name, source)
+            measured_alone = model.one_gpu_throughput(name, source)
+            value *= model.one_gpu_throughput(name, t) / measured_alone if measured_alone > 0 else 0.0
         row[i] = max(value, ZERO)
     known = row[row > ZERO]
     if len(known):
@@ -104,13 +104,3 @@ def goodput_row(
         if config.gpu_type in unknown and config.gpus == 1:
             row[i] = 1.0
     return np.maximum(row, ZERO)
-
-
-def rigid_options(job: JobState, types: tuple[str, ...]) -> list[tuple[Config, float]]:
-    """A rigid job's options: its gang on each type it runs on, worth its rate there (the slowest type's worth its
-    gang size, as an elastic job's worst configuration is worth 1)."""
-    rates = {t: job.rate(t) for t in types if job.rate(t) > 0}
-    if not rates:
-        return []
-    slowest = min(rates.values())
-    return [(Config(t, job.scale_factor), rate / slowest * job.scale_factor) for t, rate in rates.items()]

@@ -9,6 +9,7 @@ A job still restoring a checkpoint keeps its configuration.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,7 +21,9 @@ from shockwave.policies.sia.configs import Config
 from shockwave.policies.solvers.highs import SolverFailure, quiet_solver
 
 CLIP = 3000.0
-"""Largest cost a configuration gets (a ZERO-valued one's G^p is far above it for p = -0.5 only)."""
+"""Largest cost a configuration gets (the artifact's; a ZERO-valued one's G^-0.5 is 100, far above lambda_n)."""
+FLOOR = 1e-4
+"""Least goodput a configuration is taken to have (a restart discount of 0 would make G^p infinite)."""
 GAP = 1e-4
 """Relative optimality gap the artifact asks of its MIP solver."""
 
@@ -42,7 +45,8 @@ def choose(
 ) -> dict[Hashable, Config]:
     """Each allocated job's configuration."""
     pinned = pinned or {}
-    cost = np.minimum(np.round(np.array([o.goodput for o in options]) ** p, 2), CLIP) - lambda_n
+    # math.pow, not numpy's vectorised power: its kernel (and last bit) depends on the CPU, and this decides plans.
+    cost = np.array([min(round(math.pow(max(o.goodput, FLOOR), p), 2), CLIP) - lambda_n for o in options])
     keep = [
         i for i, o in enumerate(options) if (cost[i] < 0 if p < 0 else cost[i] > 0) or pinned.get(o.job) == o.config
     ]

@@ -20,12 +20,12 @@ from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.elastic import Allocations, restart_factor
-from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row, rigid_options
+from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row
 from shockwave.policies.sia.ilp import Option, choose
+from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 
 ASSUMED_RESTART_S = {"bert": 120.0, "cifar10": 30.0, "deepspeech2": 25.0, "imagenet": 250.0, "yolov3": 45.0}
 """Restart seconds Sia's policy assumes per application (not quite what its simulator charges); others 30 s."""
-DEFAULT_RESTART_S = 30.0
 
 
 class SiaPolicy(Policy):
@@ -40,8 +40,9 @@ class SiaPolicy(Policy):
     def __init__(self, p: float = -0.5, lambda_n: float = 1.1, project_throughputs: bool = True) -> None:
         if not (math.isfinite(p) and p != 0):
             raise InputError(f"policy 'sia': p must be a non-zero number, got {p!r}")
-        if not (math.isfinite(lambda_n) and lambda_n >= 0):
-            raise InputError(f"policy 'sia': lambda_n must be a number >= 0, got {lambda_n!r}")
+        if not (math.isfinite(lambda_n) and (lambda_n > 1 if p < 0 else lambda_n >= 0)):
+            bound = "> 1 with p < 0 (else no job is worth starting)" if p < 0 else ">= 0"
+            raise InputError(f"policy 'sia': lambda_n must be a number {bound}, got {lambda_n!r}")
         self.p, self.lambda_n, self.project = p, lambda_n, project_throughputs
         self.allocations, self.restoring_until = Allocations(), {}
         self._configs: tuple[ClusterSpec, list[Config]] | None = None
@@ -67,15 +68,11 @@ class SiaPolicy(Policy):
         return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
 
     def _options(self, view: SchedulerView, job: JobState) -> list[Option]:
-        types = view.cluster.types
-        if not job.spec.elastic:
-            found = rigid_options(job, types)
-        else:
-            if view.goodput is None:
-                raise InputError("policy 'sia' needs a throughput model of goodput-adaptive jobs (Sia's profiles)")
-            configs = self.configs(view.cluster)
-            row = goodput_row(job, configs, view.goodput, Knowledge.of(job), types, project=self.project)
-            found = list(zip(configs, row.tolist(), strict=True))
+        if view.goodput is None or not job.spec.elastic:
+            raise InputError("policy 'sia' schedules goodput-adaptive jobs (Sia's workloads with their profiles)")
+        configs = self.configs(view.cluster)
+        row = goodput_row(job, configs, view.goodput, Knowledge.of(job), view.cluster.types, project=self.project)
+        found = list(zip(configs, row.tolist(), strict=True))
         now = self.allocations.current.get(job.id)
         if now is None:  # a job that waits (or never ran) loses nothing by starting
             return [Option(job.id, config, value) for config, value in found]

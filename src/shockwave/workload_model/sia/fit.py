@@ -13,7 +13,8 @@ of placement never measured at their floor, the retrogression terms too when no 
 GPUs; and, with nothing across nodes, the cross-node terms at least 1.1 times the within-node ones.
 
 These constants and rules are AdaptDL's (Petuum, Apache-2.0), which Sia's simulator uses; the arithmetic here is
-this project's own, in Python floats (`math`), so a fit is the same on every CPU.
+this project's own, in Python floats (`math`); the parameters found are rounded to 10 significant digits, as
+the bounded search itself calls BLAS, whose kernels are chosen per CPU.
 """
 
 from __future__ import annotations
@@ -26,13 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import Bounds, minimize
 
+from shockwave.workload_model.goodput import Measurement
+
 FLOOR = 1e-8
 START = (0.1, 0.01, 0.1, 0.01, 0.1, 0.01, 1.001)
 MAX_GAMMA = 10.0
 TOLERANCE = 1e-5
-
-Measurement = tuple[int, int, float, float, float]
-"""(nodes, replicas, per-GPU batch, step seconds, of which synchronisation)."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ def _loss_and_gradient(x: np.ndarray, data: tuple[Measurement, ...]) -> tuple[fl
         terms = _network_terms(nodes, replicas)
         extra = max(replicas - 2, FLOOR)
         network = FLOOR + FLOOR * extra if terms is None else p[terms[0]] + p[terms[1]] * extra
-        compute_err[i] = math.log(compute) - math.log(step - sync)
+        compute_err[i] = math.log(compute) - math.log(max(step - sync, FLOOR))
         compute_d[i][0], compute_d[i][1] = 1 / compute, local / compute
         cg, ng = compute**gamma, network**gamma
         total = cg + ng
@@ -151,7 +151,8 @@ def fit(data: tuple[Measurement, ...]) -> StepModel:
         bounds=Bounds(lower, upper),
         tol=TOLERANCE,
     )
-    x = [float(v) for v in found.x]
+    # Rounded to 10 significant digits: the search's BLAS kernels (chosen per CPU) may differ in the last bits.
+    x = [float(f"{v:.10g}") for v in found.x]
     if not any(nodes > 1 for nodes, *_ in data):
         x[2], x[3] = max(x[2], 1.1 * x[4]), max(x[3], 1.1 * x[5])
     return StepModel(*x)

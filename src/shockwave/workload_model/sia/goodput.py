@@ -155,7 +155,6 @@ class SiaGoodput:
         model: str,
         gpu_type: str,
         gpus: int,
-        done: float,
         max_batch: int,
         *,
         training: Training | None,
@@ -178,9 +177,6 @@ class SiaGoodput:
 
     def max_batch(self, model: str) -> int:
         return self.applications[model].max_batch
-
-    def total(self, model: str) -> float:
-        return self.applications[model].total_progress
 
     def largest_gang(self, model: str, gpu_type: str) -> int:
         app = self.applications[model]

@@ -27,6 +27,7 @@ from scipy.spatial import QhullError
 from shockwave.core.errors import InputError
 from shockwave.io.text import TRACE_LIMIT, read_text
 from shockwave.workload_model.sia.table import Row, rows
+from shockwave.workload_model.sia.workload import APPLICATION
 
 RESTART_S = {
     "bert": 120.0,
@@ -256,7 +257,12 @@ def write_profile_files(files: dict[str, str], folder: Path) -> Path:
     """`profile_files` written back under `folder` (each an application's folder and a file name, nothing else)."""
     for relative, text in files.items():
         application, _, name = relative.partition("/")
-        if not all(part and part not in (".", "..") and Path(part).name == part for part in (application, name)):
+        known = _PLACEMENTS, _SCALABILITY, _VALIDATION
+        if (
+            not APPLICATION.fullmatch(application)
+            or application in (".", "..")
+            or not any(pattern.fullmatch(name) and APPLICATION.fullmatch(name) for pattern in known)
+        ):
             raise InputError(f"a profile file must be APPLICATION/NAME.csv, got {relative!r}")
         (folder / application).mkdir(parents=True, exist_ok=True)
         (folder / application / name).write_text(text)

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from shockwave.core.errors import InputError
 from shockwave.workload_model.sia.table import rows
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+APPLICATION = re.compile(r"[A-Za-z0-9_.-]+")
 CATEGORIES = ("adaptive", "scale-gpus", "rigid")
 MAX_REPLICAS = 4096
 MAX_BATCH = 10**7
@@ -55,5 +57,14 @@ def read_workload(path: str | Path) -> list[SiaJob]:
             raise InputError(
                 f"expected one of {', '.join(CATEGORIES)}, got {category!r}", path=path, line=row.line, field="category"
             )
-        jobs.append(SiaJob(name, row.number("time"), row.text("application"), replicas, batch, category, row.line))
+        application = row.text("application")
+        if not APPLICATION.fullmatch(application) or application in (".", ".."):
+            raise InputError(
+                f"an application is named by letters, digits, '_', '.' and '-' (a folder of the profiles), "
+                f"got {application!r}",
+                path=path,
+                line=row.line,
+                field="application",
+            )
+        jobs.append(SiaJob(name, row.number("time"), application, replicas, batch, category, row.line))
     return jobs
