@@ -28,20 +28,25 @@ OURS = {"gavel": "max_sum_throughput_perf", "sia": "sia", "pollux": "pollux"}
 CLUSTERS = {"default-hetero": "aws:24:4,rtx:24:8,dgx-ext:16:8", "homogeneous-aws64": "aws:64:4"}
 
 
-def ours(artifact: Path, entry: dict[str, Any]) -> dict[str, float]:
-    """Our run of the entry's workload, in the artifact's measures."""
+def simulated(artifact: Path, workload: Path, entry: dict[str, Any]) -> tuple[Any, float]:
+    """Our run of a workload as the entry ran it, and its CPU seconds."""
     from shockwave.api import simulate
 
     started = time.process_time()
     result = simulate(
-        artifact / "workloads" / entry["workload"],
+        workload,
         OURS[entry["policy"]],
         CLUSTERS[entry["cluster"]],
         trace_format="sia",
         profiles=artifact / "traces",
         round_seconds=entry["interval_s"],
     )
-    cpu = time.process_time() - started
+    return result, time.process_time() - started
+
+
+def ours(artifact: Path, entry: dict[str, Any]) -> dict[str, float]:
+    """Our run of the entry's workload, in the artifact's measures."""
+    result, cpu = simulated(artifact, artifact / "workloads" / entry["workload"], entry)
     jcts = sorted(job.jct_s for job in result.jobs)
     first = min(job.arrival_s for job in result.jobs)
     return {
@@ -56,8 +61,6 @@ def print_partial(artifact: Path | None, entry: dict[str, Any]) -> None:
     """A reference run that did not finish: our average JCT over the jobs it finished, on the same first jobs."""
     import csv
     import tempfile
-
-    from shockwave.api import simulate
 
     done = entry["completed_jcts_s"]
     line = f"{entry['policy']} on the first {entry['first_jobs']} jobs of {entry['workload']}: the reference finished "
@@ -74,16 +77,7 @@ def print_partial(artifact: Path | None, entry: dict[str, Any]) -> None:
             writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
-        started = time.process_time()
-        result = simulate(
-            cut,
-            OURS[entry["policy"]],
-            CLUSTERS[entry["cluster"]],
-            trace_format="sia",
-            profiles=artifact / "traces",
-            round_seconds=entry["interval_s"],
-        )
-        cpu = time.process_time() - started
+        result, cpu = simulated(artifact, cut, entry)
     ours = {row["name"]: job.jct_s for row, job in zip(rows, result.jobs, strict=True)}
     mine = sum(ours[name] for name in done) / len(done)
     print(f"{line}; ours {mine:.0f} s ({mine / (sum(done.values()) / len(done)):.3f}x), all done in {cpu:.1f} CPU-s")
