@@ -326,6 +326,8 @@ def test_every_built_in_policy_takes_its_constructor_s_parameters() -> None:
     expected = {
         "shockwave": {"config"},
         "themis": {"lease_s", "fairness_knob"},
+        "sia": {"p", "lambda_n", "project_throughputs"},
+        "pollux": {"p"},
         "allox": {*base, "alpha"},
         **{key: {*base, "reference_quirks"} for key in (*quirks, "max_min_fairness_packed")},
         **{
