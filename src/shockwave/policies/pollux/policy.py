@@ -43,9 +43,6 @@ class PolluxPolicy(Policy):
         self.allocations = Allocations()
 
     def plan(self, view: SchedulerView) -> RoundPlan:
-        model = view.goodput
-        if model is None:
-            raise InputError("policy 'pollux' needs a throughput model of goodput-adaptive jobs (Sia's profiles)")
         jobs = list(view.jobs.values())
         if not jobs:
             return RoundPlan()
@@ -53,19 +50,29 @@ class PolluxPolicy(Policy):
         fair = math.ceil(view.cluster.gpus / len(jobs))
         current = self.allocations.current
         candidates = [
-            self._candidate(view, model, job, reference, node, fair, current.get(job.id, ("", 0))[1]) for job in jobs
+            self._candidate(view, job, reference, node, fair, current.get(job.id, ("", 0))[1]) for job in jobs
         ]
         gpus = search(candidates, view.cluster.gpus, self.p)
-        chosen = _lay_out(view.cluster, {job.id: g for job, g in zip(jobs, gpus, strict=True) if g > 0}, current)
+        wanted = {job.id: g for job, g in zip(jobs, gpus, strict=True) if g > 0}
+        chosen = _lay_out(view.cluster, wanted, current, {j.id: j for j in jobs if not j.spec.elastic})
         self.allocations.record(view, chosen)
         return RoundPlan(tuple(Assignment((j,), t, g) for j, (t, g) in sorted(chosen.items())))
 
     def _candidate(
-        self, view: SchedulerView, model: GoodputModel, job: JobState, reference: str, node: int, fair: int, now: int
+        self, view: SchedulerView, job: JobState, reference: str, node: int, fair: int, now: int
     ) -> Candidate:
         """The job's scaled speedups on 0..bound GPUs, discounted where its count changes."""
-        if not job.spec.elastic:
-            raise InputError(f"policy 'pollux' schedules goodput-adaptive jobs; job {job.id} is rigid")
+        factor = 1.0  # a job that has not run yet loses nothing by starting
+        if job.run_time_s > 0:
+            factor = restart_factor(view.now - job.arrival_s, self.allocations.restarts_of(job), RESTART_PENALTY_S)
+        if not job.spec.elastic:  # a trace's job: its gang, where a type runs it, or nothing
+            gang = job.scale_factor
+            fits = any(job.rate(p.gpu_type) > 0 and gang <= p.gpus for p in view.cluster.pools)
+            value = (gang / fair if gang == now else gang / fair * factor) / node if fits else 0.0
+            return Candidate((0.0,) * gang + (value,), now, (0, gang))
+        model = view.goodput
+        if model is None:
+            raise InputError("policy 'pollux': elastic jobs need a goodput model (Sia's workloads with their profiles)")
         name = job.family.name
         measured = _merged(job)
         cap = min(pool.gpus for pool in view.cluster.pools)
@@ -77,9 +84,6 @@ class PolluxPolicy(Policy):
             base = estimate(fair, 1)
             if base > 0:
                 speedups = [0.0] + [estimate(r, None) / base for r in range(1, bound + 1)]
-        factor = 1.0  # a job that has not run yet loses nothing by starting
-        if job.run_time_s > 0:
-            factor = restart_factor(view.now - job.arrival_s, self.allocations.restarts_of(job), RESTART_PENALTY_S)
         scaled = tuple((s if r == now else s * factor) / node for r, s in enumerate(speedups))
         return Candidate(scaled, min(now, bound))
 
@@ -125,20 +129,28 @@ def _node_size(cluster: ClusterSpec) -> tuple[int, str]:
 
 
 def _lay_out(
-    cluster: ClusterSpec, gpus: dict[int, int], current: dict[int, tuple[str, int]]
+    cluster: ClusterSpec,
+    gpus: dict[int, int],
+    current: dict[int, tuple[str, int]],
+    rigid: dict[int, JobState] | None = None,
 ) -> dict[int, tuple[str, int]]:
-    """GPU counts onto types: kept counts stay on their type, the rest largest first on the freest type."""
+    """GPU counts onto types: kept counts stay on their type, the rest largest first on the freest type; a rigid
+    job only whole, on a type that runs it."""
+    rigid = rigid or {}
     free = {pool.gpu_type: pool.gpus for pool in cluster.pools}
     chosen: dict[int, tuple[str, int]] = {}
     for j, g in gpus.items():
         here = current.get(j)
-        if here is not None and here[1] == g and free[here[0]] >= g:
+        runs_there = here is not None and (j not in rigid or rigid[j].rate(here[0]) > 0)
+        if here is not None and runs_there and here[1] == g and free[here[0]] >= g:
             chosen[j] = here
             free[here[0]] -= g
     for j, g in sorted(gpus.items(), key=lambda item: (-item[1], item[0])):
         if j in chosen:
             continue
-        fits = [t for t in free if free[t] >= g]
+        fits = [t for t in free if free[t] >= g and (j not in rigid or rigid[j].rate(t) > 0)]
+        if j in rigid and not fits:
+            continue
         gpu_type = max(fits or free, key=lambda t: free[t])
         given = min(g, free[gpu_type])
         if given > 0:

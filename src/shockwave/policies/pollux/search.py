@@ -12,7 +12,7 @@ job as it is.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 EPSILON = 1e-3
@@ -21,10 +21,18 @@ EPSILON = 1e-3
 @dataclass(frozen=True)
 class Candidate:
     """A job's scaled speedup (speedup over GPUs per node) at each GPU count 0..len - 1, restart discount
-    included; `current` its GPUs now."""
+    included; `current` its GPUs now; `levels` the counts it may take (None: any; a rigid job: none or its gang)."""
 
     speedups: tuple[float, ...]
     current: int
+    levels: tuple[int, ...] | None = None
+
+    def above(self, gpus: int, free: int) -> Iterable[int]:
+        """The counts above `gpus` it may grow to with `free` more GPUs."""
+        top = min(len(self.speedups) - 1, gpus + free)
+        if self.levels is None:
+            return range(gpus + 1, top + 1)
+        return (g for g in self.levels if gpus < g <= top)
 
 
 def term(speedup: float, p: float) -> float:
@@ -64,7 +72,7 @@ def grow(candidates: Sequence[Candidate], gpus: list[int], free: int, p: float) 
         best: tuple[float, int, int] | None = None
         for j, c in enumerate(candidates):
             here = term(c.speedups[gpus[j]], p)
-            for g in range(gpus[j] + 1, min(len(c.speedups), gpus[j] + free + 1)):
+            for g in c.above(gpus[j], free):
                 gain = (term(c.speedups[g], p) - here) / (g - gpus[j])
                 if gain > 0 and (best is None or gain > best[0]):
                     best = (gain, j, g)

@@ -104,3 +104,13 @@ def goodput_row(
         if config.gpu_type in unknown and config.gpus == 1:
             row[i] = 1.0
     return np.maximum(row, ZERO)
+
+
+def rigid_options(job: JobState, types: tuple[str, ...]) -> list[tuple[Config, float]]:
+    """A rigid job's options (a trace's job, at its gang and batch): its gang on each type it runs on, worth its
+    rate there (the slowest type's worth its gang size, as an elastic job's worst configuration is worth 1)."""
+    rates = {t: job.rate(t) for t in types if job.rate(t) > 0}
+    if not rates:
+        return []
+    slowest = min(rates.values())
+    return [(Config(t, job.scale_factor), rate / slowest * job.scale_factor) for t, rate in rates.items()]

@@ -20,7 +20,7 @@ from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.elastic import Allocations, restart_factor
-from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row
+from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row, rigid_options
 from shockwave.policies.sia.ilp import Option, choose
 from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 
@@ -68,11 +68,14 @@ class SiaPolicy(Policy):
         return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
 
     def _options(self, view: SchedulerView, job: JobState) -> list[Option]:
-        if view.goodput is None or not job.spec.elastic:
-            raise InputError("policy 'sia' schedules goodput-adaptive jobs (Sia's workloads with their profiles)")
-        configs = self.configs(view.cluster)
-        row = goodput_row(job, configs, view.goodput, Knowledge.of(job), view.cluster.types, project=self.project)
-        found = list(zip(configs, row.tolist(), strict=True))
+        if not job.spec.elastic:
+            found = rigid_options(job, view.cluster.types)
+        elif view.goodput is None:
+            raise InputError("policy 'sia': elastic jobs need a goodput model (Sia's workloads with their profiles)")
+        else:
+            configs = self.configs(view.cluster)
+            row = goodput_row(job, configs, view.goodput, Knowledge.of(job), view.cluster.types, project=self.project)
+            found = list(zip(configs, row.tolist(), strict=True))
         now = self.allocations.current.get(job.id)
         if now is None:  # a job that waits (or never ran) loses nothing by starting
             return [Option(job.id, config, value) for config, value in found]
