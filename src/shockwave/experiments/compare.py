@@ -116,14 +116,13 @@ def _sia_inputs(
     """Sia's workload and profiles checked as `simulate` reads them, and the profile files its cells carry."""
     from shockwave.workload_model.sia.profiles import profile_files
     from shockwave.workload_model.sia.rigid import read_sia_workload
-    from shockwave.workload_model.sia.workload import read_workload
 
     if request.profiles is None:
         raise InputError("--trace-format sia needs --profiles DIR (the `traces/` folder of Sia's simulator)")
     if request.throughputs is not None:
         raise InputError("--trace-format sia takes its rates from --profiles: no --throughputs")
     jobs, profiles, _ = read_sia_workload(request.trace, request.profiles, cluster)
-    applications = {job.application for job in read_workload(request.trace)}
+    applications = {job.model for job in jobs}  # an imported job's model is its application
     return jobs, profiles, tuple(sorted(profile_files(request.profiles, applications).items()))
 
 

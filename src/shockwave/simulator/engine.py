@@ -312,9 +312,9 @@ class Simulator:
             measured=job.measured.get(gpu_type, ()),
             restarted=restarting,
         )
-        launch = Launch(job, advanced.done - job.steps_done, now + startup + advanced.trained_s, gpus, startup)
-        launch.train_s, launch.learned = advanced.trained_s, (gpu_type, advanced)
-        return launch
+        finish = now + startup + advanced.trained_s
+        steps = advanced.done - job.steps_done
+        return Launch(job, steps, finish, gpus, startup, train_s=advanced.trained_s, learned=(gpu_type, advanced))
 
     @staticmethod
     def _whole(job: JobState, steps: float) -> int | float:

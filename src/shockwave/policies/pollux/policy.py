@@ -15,6 +15,7 @@ with most free GPUs, a job that fits nowhere whole gets what the freest type has
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from shockwave.core.cluster import ClusterSpec
@@ -97,7 +98,11 @@ class PolluxPolicy(Policy):
         return {"pollux": {"p": self.p, **self.allocations.summary()}}
 
 
-def _estimator(model: GoodputModel, job: JobState, reference: str, measured: list[Measurement]) -> Any:
+def _estimator(
+    model: GoodputModel, job: JobState, reference: str, measured: list[Measurement]
+) -> Callable[[int, int | None], float]:
+    """The job's estimated goodput on (GPUs, nodes or None: as few as hold them) of the reference type."""
+
     def estimate(gpus: int, nodes: int | None) -> float:
         return model.goodput(
             job.family.name,

@@ -49,12 +49,7 @@ class StepModel:
         return self.alpha_c + self.beta_c * local
 
     def network_s(self, nodes: int, replicas: int) -> float:
-        extra = max(replicas - 2, FLOOR)
-        if nodes > 1:
-            return self.alpha_n + self.beta_n * extra
-        if replicas > 1:
-            return self.alpha_r + self.beta_r * extra
-        return FLOOR + FLOOR * extra
+        return _network_s((self.alpha_n, self.beta_n, self.alpha_r, self.beta_r), nodes, replicas)
 
     def step_s(self, nodes: int, replicas: int, local: float, accumulation: int) -> float:
         """Seconds of one optimizer step with `accumulation` extra forward-backward passes."""
@@ -77,6 +72,13 @@ def _network_terms(nodes: int, replicas: int) -> tuple[int, int] | None:
     return None
 
 
+def _network_s(network: Sequence[float], nodes: int, replicas: int) -> float:
+    """Synchronisation seconds from (alpha_n, beta_n, alpha_r, beta_r): the terms `_network_terms` picks."""
+    extra = max(replicas - 2, FLOOR)
+    terms = _network_terms(nodes, replicas)
+    return FLOOR + FLOOR * extra if terms is None else network[terms[0] - 2] + network[terms[1] - 2] * extra
+
+
 def _loss_and_gradient(x: np.ndarray, data: tuple[Measurement, ...]) -> tuple[float, np.ndarray]:
     """The fit's objective and its exact gradient (by hand: the fit is then as sharp as AdaptDL's autograd)."""
     p = [float(v) for v in x]
@@ -88,7 +90,7 @@ def _loss_and_gradient(x: np.ndarray, data: tuple[Measurement, ...]) -> tuple[fl
         compute = p[0] + p[1] * local
         terms = _network_terms(nodes, replicas)
         extra = max(replicas - 2, FLOOR)
-        network = FLOOR + FLOOR * extra if terms is None else p[terms[0]] + p[terms[1]] * extra
+        network = _network_s(p[2:6], nodes, replicas)
         compute_err[i] = math.log(compute) - math.log(max(step - sync, FLOOR))
         compute_d[i][0], compute_d[i][1] = 1 / compute, local / compute
         cg, ng = compute**gamma, network**gamma

@@ -24,7 +24,7 @@ from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import ModelFamily, register_imported
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
-from shockwave.workload_model.sia.goodput import SiaGoodput
+from shockwave.workload_model.sia.goodput import SiaGoodput, split
 from shockwave.workload_model.sia.profiles import Application, load_profiles, packed, require_folder
 from shockwave.workload_model.sia.workload import SiaJob, read_workload
 from shockwave.workload_model.throughput import UnknownThroughput
@@ -83,11 +83,8 @@ def rigid_step(app: Application, gpu_type: str, per_node: int, gpus: int, batch:
     largest = profile.max_local_bsz(placement)
     if largest <= 0:
         return None
-    local = math.ceil(batch / gpus - 1e-8)
-    accumulation = math.ceil(local / largest - 1e-8) - 1
-    if gpus == 1 and batch > app.init_batch:
-        accumulation = max(accumulation, 1)
-    per_gpu = math.ceil(local / (accumulation + 1) - 1e-8)
+    # A fixed batch splits like a chosen one, its per-GPU share rounded up to whole samples first.
+    per_gpu, accumulation = split(math.ceil(batch / gpus - 1e-8) * gpus, gpus, largest, app.init_batch)
     timed = profile.step(placement, per_gpu)
     if timed is None:
         return None
