@@ -82,7 +82,13 @@ class MarketInputs:
     gpus_by_type: tuple[int, ...] = ()
     """GPUs of each type, in the cluster's order; empty: one type of `gpus` GPUs."""
     speeds: np.ndarray | None = None
-    """v_jt: equal-share seconds of work one second on type t does for job j (n x types; 0: cannot run there)."""
+    """v_jt: equal-share seconds of work one second on type t does for job j (n x types; 0: cannot run there).
+    With `column_types`, one column per configuration instead of per type."""
+    column_types: tuple[int, ...] = ()
+    """For goodput-adaptive jobs (`elastic.py`): the type of each column of `speeds`, a configuration (a GPU type
+    and a number of its GPUs); empty: one column per type."""
+    column_gpus: np.ndarray | None = None
+    """GPUs job j takes in column c (n x columns); None: its gang in every column."""
 
     @property
     def jobs(self) -> int:
@@ -97,9 +103,25 @@ class MarketInputs:
         return np.ones((self.jobs, 1)) if self.speeds is None else self.speeds
 
     @property
+    def columns(self) -> int:
+        """Columns per job: GPU types, or configurations with `column_types`."""
+        return len(self.column_types) or len(self.capacities)
+
+    @property
+    def type_of_column(self) -> np.ndarray:
+        return np.array(self.column_types or range(len(self.capacities)), dtype=int)
+
+    @property
+    def gpus_in_column(self) -> np.ndarray:
+        """GPUs each job takes in each column (n x columns)."""
+        if self.column_gpus is not None:
+            return self.column_gpus
+        return np.repeat(self.scale_factors[:, None], self.columns, axis=1)
+
+    @property
     def effective_rounds(self) -> int:
         """The most effective rounds a window can give one job (the window itself on one type)."""
-        if len(self.capacities) == 1:
+        if self.columns == 1:
             return self.rounds
         return max(self.rounds, math.ceil(self.rounds * float(self.speed.max(initial=1.0)) - 1e-9))
 
@@ -124,7 +146,7 @@ class MarketInputs:
     def type_cap(self) -> np.ndarray:
         """Rounds a job can use on each type (n x types): enough to finish there, at most the window; 0 where it
         cannot run."""
-        if len(self.capacities) == 1:
+        if self.columns == 1:
             return self.round_cap[:, None]
         speed = self.speed
         needed = np.ceil(self.remaining_rounds[:, None] / np.where(speed > 0, speed, 1.0) - 1e-9)
@@ -221,9 +243,9 @@ def solve_market(
     limited = solver.getModelStatus() in LIMITED
     objective = solver.getInfo().objective_function_value
     values, second_limited = _prefer_completion(solver, model, values, config)
-    n, h, types = inputs.jobs, inputs.rounds, len(inputs.capacities)
-    c = values[: n * types].reshape(n, types)
-    by_type = np.rint(c).astype(int) if types == 1 else _rounded(c, inputs)
+    n, h, columns = inputs.jobs, inputs.rounds, inputs.columns
+    c = values[: n * columns].reshape(n, columns)
+    by_type = np.rint(c).astype(int) if columns == 1 else _rounded(c, inputs)
     rounds = None
     if exact:
         x = np.rint(values[model.x : model.x + n * h]).reshape(n, h)
@@ -252,7 +274,8 @@ class _Runs(NamedTuple):
     sums a job's entries, so every row that reads e_j takes its coefficients from here."""
 
     job: np.ndarray
-    gpu_type: np.ndarray
+    kind: np.ndarray
+    """The entry's type, or its configuration with `MarketInputs.column_types`."""
     column: np.ndarray
     """The entry's c_jt column."""
     speed: np.ndarray
@@ -277,13 +300,13 @@ class _Model:
         floor: np.ndarray | None = None,
     ) -> None:
         n, h = inputs.jobs, inputs.rounds
-        types = len(inputs.capacities)
-        self.u = n * types
+        columns = inputs.columns
+        self.u = n * columns
         self.leftover, self.makespan = self.u + n, self.u + 2 * n
         self.x = self.makespan + 1
         cols = self.x + (n * h if exact else 0)
         # e_j = sum_t v_jt c_jt: one (job, column, v) entry per type the job can run on.
-        runs = _Runs.of(inputs.speed, types)
+        runs = _Runs.of(inputs.speed, columns)
 
         self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
         self._rows = 0
@@ -341,6 +364,7 @@ class _Model:
         least its `floor` of rounds in all)."""
         n, h, capacities = inputs.jobs, inputs.rounds, inputs.capacities
         types = len(capacities)
+        one_column = inputs.columns == 1
         jobs = np.arange(n)
         inf = highspy.kHighsInf
         sizes = inputs.scale_factors.astype(float)
@@ -360,12 +384,12 @@ class _Model:
                 np.full(h, -inf),
                 np.full(h, float(capacities[0])),
             )
-        elif types == 1:
+        elif one_column:
             self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(capacities[0] * h)]))
         else:
-            self._add(
-                runs.gpu_type, runs.column, sizes[runs.job], np.full(types, -inf), np.array(capacities, float) * h
-            )
+            gpus = inputs.gpus_in_column[runs.job, runs.kind].astype(float)
+            rows = inputs.type_of_column[runs.kind]
+            self._add(rows, runs.column, gpus, np.full(types, -inf), np.array(capacities, float) * h)
             least = np.full(n, -inf) if floor is None else floor.astype(float)
             self._add(runs.job, runs.column, np.ones(len(runs.job)), least, np.full(n, float(h)))
 
@@ -384,16 +408,16 @@ class _Model:
     ) -> highspy.HighsLp:
         """The rows added so far, the first solve's objective W - k T M and the variables' bounds, as HiGHS takes
         them."""
-        n, h, types = inputs.jobs, inputs.rounds, len(inputs.capacities)
+        n, h, columns = inputs.jobs, inputs.rounds, inputs.columns
         inf = highspy.kHighsInf
         r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
         matrix = sp.csc_matrix((vals, (r_idx, c_idx)), shape=(self._rows, cols))
         cost = self.welfare.copy()
         cost[self.makespan] = -config.k * inputs.round_s
-        lower = np.concatenate([np.zeros(n * types), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
+        lower = np.concatenate([np.zeros(n * columns), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
         upper = np.concatenate([inputs.type_cap.ravel().astype(float), np.zeros(n), fairness.leftover_ub, [inf]])
-        counted = highspy.HighsVarType.kInteger if types == 1 else highspy.HighsVarType.kContinuous
-        integer = [counted] * (n * types) + [highspy.HighsVarType.kContinuous] * (2 * n + 1)
+        counted = highspy.HighsVarType.kInteger if columns == 1 else highspy.HighsVarType.kContinuous
+        integer = [counted] * (n * columns) + [highspy.HighsVarType.kContinuous] * (2 * n + 1)
         if exact:
             lower = np.concatenate([lower, np.zeros(n * h)])
             upper = np.concatenate([upper, np.ones(n * h)])
@@ -417,23 +441,26 @@ class _Model:
 
 
 def _rounded(relaxed: np.ndarray, inputs: MarketInputs) -> np.ndarray:
-    """Whole rounds per job and type from the relaxation's: down, then the largest fractions up (ties: job, type)
-    while the type's GPU-rounds, the window and the job's cap on that type allow."""
+    """Whole rounds per job and column from the relaxation's: down, then the largest fractions up (ties: job,
+    column) while the column's type's GPU-rounds, the window and the job's cap there allow."""
     whole = np.floor(relaxed + 1e-9).astype(int)
     fraction = relaxed - whole
-    sizes = inputs.scale_factors.astype(int)
-    room = np.array(inputs.capacities) * inputs.rounds - sizes @ whole
+    sizes = inputs.gpus_in_column.astype(int)
+    kinds = inputs.type_of_column
+    room = np.array(inputs.capacities) * inputs.rounds
+    np.subtract.at(room, kinds, (sizes * whole).sum(axis=0))
     total = whole.sum(axis=1)
     cap = inputs.type_cap
-    n, types = whole.shape
-    for index in np.lexsort((np.arange(n * types), -fraction.ravel())):
-        j, t = divmod(int(index), types)
-        if fraction[j, t] <= 1e-9:
+    n, columns = whole.shape
+    for index in np.lexsort((np.arange(n * columns), -fraction.ravel())):
+        j, c = divmod(int(index), columns)
+        if fraction[j, c] <= 1e-9:
             break
-        if whole[j, t] < cap[j, t] and total[j] < inputs.rounds and sizes[j] <= room[t]:
-            whole[j, t] += 1
+        t = kinds[c]
+        if whole[j, c] < cap[j, c] and total[j] < inputs.rounds and sizes[j, c] <= room[t]:
+            whole[j, c] += 1
             total[j] += 1
-            room[t] -= sizes[j]
+            room[t] -= sizes[j, c]
     return whole
 
 

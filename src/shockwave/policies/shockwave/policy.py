@@ -5,6 +5,9 @@ went, solve the window's market (with fairness constraints, or with priorities w
 rounds out and fill idle GPUs. The plan is replayed round by round until a job arrives or completes, the
 re-solve period passes or the window runs out. A solver failure never stops the run: the previous plan's remainder,
 filled, is used instead, and counted.
+
+Where some job is goodput-adaptive (Sia's workloads), the market's columns are configurations, each job's type and
+number of GPUs, and the window is solved every round (`elastic.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from pydantic import ConfigDict
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
+from shockwave.policies.elastic import Allocations
 from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.policies.shockwave.elastic import first_round, observe_window
 from shockwave.policies.shockwave.fairness import (
     FairnessView,
     FinishTimeTargets,
@@ -37,6 +42,7 @@ from shockwave.policies.shockwave.market import (
 )
 from shockwave.policies.shockwave.packing import Placed, TypedRows, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
+from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 from shockwave.policies.shockwave.typed_greedy import solve_typed_greedy
 
 log = logging.getLogger(__name__)
@@ -78,6 +84,8 @@ class ShockwavePolicy(Policy):
     name = "shockwave"
     plans_gpu_types = True
     """On several GPU types the market plans each job's rounds per type, in equal-share time (`market.py`)."""
+    adapts_jobs = True
+    """Goodput-adaptive jobs get a type and a number of GPUs every round (`elastic.py`)."""
     kept = (
         "forecasts",
         "targets",
@@ -87,6 +95,8 @@ class ShockwavePolicy(Policy):
         "last_run",
         "job_set_changed",
         "stats",
+        "allocations",
+        "restoring_until",
     )
     forecasts: dict[int, JobForecast]
     targets: FinishTimeTargets
@@ -100,6 +110,10 @@ class ShockwavePolicy(Policy):
     """The type each job of the last planned round runs on."""
     job_set_changed: bool
     stats: SolverStats
+    allocations: Allocations
+    """Goodput-adaptive runs: each job's configuration this round, and its restarts."""
+    restoring_until: dict[int, float]
+    """When each goodput-adaptive job that changed configuration is done restoring its checkpoint."""
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
@@ -111,26 +125,35 @@ class ShockwavePolicy(Policy):
         self.last_run = {}
         self.job_set_changed = True
         self.stats = SolverStats()
+        self.allocations = Allocations()
+        self.restoring_until = {}
 
     # -- what happened ---------------------------------------------------------------------------------------------
     def job_added(self, view: SchedulerView, job: JobState) -> None:
         cluster = view.cluster
         shares = {pool.gpu_type: pool.gpus / cluster.gpus for pool in cluster.pools}
-        self.forecasts[job.id] = JobForecast(job.profile, job.family.dataset_size, view.now, shares)
+        if not job.spec.elastic:
+            self.forecasts[job.id] = JobForecast(job.profile, job.family.dataset_size, view.now, shares)
+        self.allocations.added()
         self.job_set_changed = True
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
-        del self.forecasts[job.id]
+        self.forecasts.pop(job.id, None)
         self.targets.forget(job.id)
+        self.allocations.forget(job)
+        self.restoring_until.pop(job.id, None)
         self.job_set_changed = True
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
-        self.forecasts[job.id].record(steps, exec_s, job.batch_size, self.last_run.get(job.id))
+        if job.id in self.forecasts:
+            self.forecasts[job.id].record(steps, exec_s, job.batch_size, self.last_run.get(job.id))
 
     # -- deciding --------------------------------------------------------------------------------------------------
     def plan(self, view: SchedulerView) -> RoundPlan:
         if not view.jobs:
             return RoundPlan()
+        if any(job.spec.elastic for job in view.jobs.values()):
+            return self._plan_elastic(view)
         offset = view.round_index - self.plan_start
         if self.job_set_changed or offset >= min(self.config.resolve_every_rounds, len(self.rounds)):
             self._replan(view)
@@ -141,6 +164,37 @@ class ShockwavePolicy(Policy):
             placed, _ = self._runnable(view, 0)
         self.last_run = dict(placed)
         return RoundPlan(tuple(Assignment((j,), t, view.jobs[j].scale_factor) for j, t in placed))
+
+    def _plan_elastic(self, view: SchedulerView) -> RoundPlan:
+        """The first round of the window over configurations (`elastic.py`), solved anew every round."""
+        started = time.perf_counter()
+        ids = sorted(view.jobs)
+        window = observe_window(
+            view,
+            ids,
+            self.forecasts,
+            self.targets,
+            self.allocations.current,
+            {j for j, until in self.restoring_until.items() if until > view.now},
+            rounds=self.config.future_rounds,
+            refresh_targets=self.job_set_changed,
+        )
+        try:
+            counts = self._market(window.inputs, window.fairness, None, exact=False).by_type
+        except SolverFailure as exc:
+            log.warning("round %d: %s; no plan, idle GPUs filled", view.round_index, exc)
+            self.stats.fallbacks += 1
+            counts = np.zeros((len(ids), len(window.columns)), dtype=int)
+        urgency = window.fairness.urgency(self.config.lam, self.config.rhomax)
+        chosen = {ids[r]: window.columns[c] for r, c in first_round(counts, window, urgency).items()}
+        for j in self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}):
+            restart = view.jobs[j].spec.restart_s
+            self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
+        self.last_run = {j: c.gpu_type for j, c in chosen.items()}
+        self.job_set_changed = False
+        self.stats.solves += 1
+        self.stats.latencies_s.append(time.perf_counter() - started)
+        return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
 
     def _runnable(self, view: SchedulerView, offset: int) -> tuple[list[tuple[int, str]], bool]:
         """The plan's round `offset` for the active jobs, less any on a type it cannot run on, and whether none
@@ -287,7 +341,9 @@ class ShockwavePolicy(Policy):
             raise SolverFailure("the per-round market returned no layout")
         return layout
 
-    def _market(self, inputs: MarketInputs, view: FairnessView, start: np.ndarray, *, exact: bool) -> MarketSolution:
+    def _market(
+        self, inputs: MarketInputs, view: FairnessView, start: np.ndarray | None, *, exact: bool
+    ) -> MarketSolution:
         """The market with fairness constraints, or with priorities when the constraints cannot all hold."""
         cfg = self.config
         fairness = Fairness.constrained(view, inputs, cfg)
@@ -305,11 +361,11 @@ class ShockwavePolicy(Policy):
 
     def _greedy(self, inputs: MarketInputs, exact: bool) -> bool:
         """Whether the window is solved greedily (`greedy.py`, on several types `typed_greedy.py`): from
-        `greedy_jobs` active jobs."""
-        return not exact and inputs.jobs >= self.config.greedy_jobs
+        `greedy_jobs` active jobs; never over configurations."""
+        return not exact and not inputs.column_types and inputs.jobs >= self.config.greedy_jobs
 
     def _window(
-        self, inputs: MarketInputs, view: FairnessView, fairness: Fairness, start: np.ndarray, exact: bool
+        self, inputs: MarketInputs, view: FairnessView, fairness: Fairness, start: np.ndarray | None, exact: bool
     ) -> MarketSolution | None:
         """HiGHS, or from `greedy_jobs` active jobs the greedy solution, critical jobs first."""
         cfg = self.config

@@ -68,14 +68,37 @@ def goodput_row(
     *,
     project: bool = True,
 ) -> np.ndarray:
-    """The job's normalised goodput in each configuration.
+    """The job's normalised goodput in each configuration: `estimated_goodputs`, over the least it gets in a
+    configuration it can use; a type it knows nothing of offers its one-GPU configuration, worth 1."""
+    row, unknown = estimated_goodputs(job, configs, model, knowledge, types, project=project)
+    row = np.maximum(row, ZERO)
+    known = row[row > ZERO]
+    if len(known):
+        row = row / known.min()
+    for i, config in enumerate(configs):
+        if config.gpu_type in unknown and config.gpus == 1:
+            row[i] = 1.0
+    return np.maximum(row, ZERO)
+
+
+def estimated_goodputs(
+    job: JobState,
+    configs: list[Config],
+    model: GoodputModel,
+    knowledge: Knowledge,
+    types: tuple[str, ...],
+    *,
+    project: bool = True,
+) -> tuple[np.ndarray, set[str]]:
+    """The job's estimated progress per second in each configuration (0 beyond its replica bound, or where it
+    cannot run), and the types it knows nothing of.
 
     On a type it has run on: the model's estimate, its batch at most the one it asked for. On another: with
     `project`, the estimate on the first type it ran on, scaled by the two types' one-GPU throughputs; else (or
-    before it ran anywhere) the type is unknown and only its one-GPU configuration is offered, worth 1."""
+    before it ran anywhere) the type is unknown."""
     name, bound = job.family.name, knowledge.replica_bound(job, model, types)
     seen = [t for t in types if t in knowledge.most]
-    row = np.full(len(configs), ZERO)
+    row = np.zeros(len(configs))
     unknown = set()
     for i, config in enumerate(configs):
         t = config.gpu_type
@@ -96,14 +119,8 @@ def goodput_row(
         if source != t and value > 0:
             measured_alone = model.one_gpu_throughput(name, source)
             value *= model.one_gpu_throughput(name, t) / measured_alone if measured_alone > 0 else 0.0
-        row[i] = max(value, ZERO)
-    known = row[row > ZERO]
-    if len(known):
-        row = row / known.min()
-    for i, config in enumerate(configs):
-        if config.gpu_type in unknown and config.gpus == 1:
-            row[i] = 1.0
-    return np.maximum(row, ZERO)
+        row[i] = value
+    return row, unknown
 
 
 def rigid_options(job: JobState, types: tuple[str, ...]) -> list[tuple[Config, float]]:

@@ -1,0 +1,267 @@
+"""Shockwave's window for goodput-adaptive jobs: the same market (`market.py`), one column per configuration.
+
+Sia chooses each job's GPU type and count for the next round; Shockwave plans a window of rounds with a Nash social
+welfare over the jobs' progress, a makespan term and finish-time-fairness bounds. Here the market's columns are
+configurations, Sia's (`sia/configs.py`: a GPU type and a number of its GPUs shaped to its servers) plus each rigid
+job's gang on each type, and c_jc counts the rounds of the window job j spends in configuration c:
+
+- a round in c does v_jc rounds of the job's equal-share work: its estimated progress per second there (the
+  goodput model's fit of what the job measured, projected to types it has not run on, `estimated_goodputs`; before
+  it measured anything, its one-GPU share of the rate its request gets from the profile) over b_j, the progress per
+  second of its request alone on an equal share of every type (W_j / T_iso_j, the basis of rho for every policy);
+- a configuration takes its GPUs of its type: one capacity row per type, sum_jc gpus_c c_jc <= G_t H;
+- a job is in one configuration per round, sum_c c_jc <= H;
+- a move costs a restart: every configuration but the job's current one does v_jc (1 - restart_j / (H T)), the
+  share of the window left after restarting, so the market moves a job only where the move gains.
+
+Progress and targets are in the same units: a goodput-adaptive job's progress is its share of its work done (one
+"epoch" of T_iso_j equal-share seconds), a rigid job's its epochs as the rigid window reads them. The plan's first
+round is taken each round (goodput estimates change as jobs learn, so the window is solved every round): jobs by
+their planned share of the window, most first (ties: most urgent), each in the configuration the plan gives it most
+rounds (ties: the one it runs in now, then fewer GPUs) where its type still has the GPUs; then idle GPUs go to jobs
+left out, most urgent first, in their configuration of most progress per GPU that fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.policy import SchedulerView
+from shockwave.core.state import JobState
+from shockwave.policies.shockwave.fairness import FairnessView, FinishTimeTargets, equal_share, fair_finish_estimate
+from shockwave.policies.shockwave.market import MarketInputs
+from shockwave.policies.shockwave.predictor import JobForecast
+from shockwave.policies.sia.configs import Config, Knowledge, configurations, estimated_goodputs
+from shockwave.workload_model.goodput import GoodputModel
+from shockwave.workload_model.profile import seconds_at
+from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
+
+
+@dataclass(frozen=True)
+class ElasticWindow:
+    """One solve's market inputs, fairness view and columns."""
+
+    inputs: MarketInputs
+    fairness: FairnessView
+    columns: list[Config]
+    current: np.ndarray
+    """The column each job row runs in now (-1: none)."""
+    pinned: np.ndarray
+    """Jobs still restoring a checkpoint: they keep their configuration."""
+    speeds: np.ndarray
+    """v_jc before the restart discount (n x columns)."""
+    restart_rounds: np.ndarray
+    """Rounds a restart takes each job."""
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One job as the window reads it: progress and work in its own units, speeds per column."""
+
+    epochs: float
+    progress: float
+    remaining_s: float
+    epoch_s: float
+    elapsed_s: float
+    after_current_s: float
+    speeds: np.ndarray
+
+
+def window_columns(cluster: ClusterSpec, jobs: list[JobState]) -> list[Config]:
+    """Sia's configurations, then each rigid job's gang on each type that holds it (that no configuration is)."""
+    columns = configurations(cluster)
+    seen = set(columns)
+    for job in jobs:
+        if job.spec.elastic:
+            continue
+        for pool in cluster.pools:
+            gang = Config(pool.gpu_type, job.scale_factor)
+            if gang not in seen and job.scale_factor <= pool.gpus:
+                seen.add(gang)
+                columns.append(gang)
+    return columns
+
+
+def observe_window(
+    view: SchedulerView,
+    ids: list[int],
+    forecasts: dict[int, JobForecast],
+    targets: FinishTimeTargets,
+    current: dict[int, tuple[str, int]],
+    pinned: set[int],
+    *,
+    rounds: int,
+    refresh_targets: bool,
+) -> ElasticWindow:
+    """Every active job's row of the window (refreshing the finish-time targets when the job set changed); a
+    `pinned` job (still restoring its checkpoint) can only stay where it is."""
+    cluster, jobs = view.cluster, [view.jobs[j] for j in ids]
+    columns = window_columns(cluster, jobs)
+    index = {(c.gpu_type, c.gpus): i for i, c in enumerate(columns)}
+    now = np.array([index.get(current[j], -1) if j in current else -1 for j in ids])
+    window_s = rounds * view.round_seconds
+    rows, restarts = [], []
+    for job, at in zip(jobs, now, strict=True):
+        if job.spec.elastic:
+            if view.goodput is None:
+                raise ValueError("goodput-adaptive jobs need a goodput model")
+            rows.append(_elastic_row(job, cluster, columns, view.goodput))
+        else:
+            rows.append(_rigid_row(job, view, forecasts[job.id], columns))
+        restarts.append(job.spec.restart_s if job.spec.restart_s is not None else DEFAULT_RESTART_S)
+    raw = np.array([r.speeds for r in rows])
+    speeds = raw * np.maximum(0.0, 1.0 - np.array(restarts) / window_s)[:, None]
+    running = now >= 0
+    speeds[running, now[running]] = raw[running, now[running]]
+    kept = np.array([j in pinned for j in ids]) & running
+    speeds[kept] = np.where(np.arange(len(columns)) == now[kept][:, None], speeds[kept], 0.0)
+    remaining = np.array([r.remaining_s for r in rows])
+    share = equal_share(cluster.gpus, len(ids))
+    if refresh_targets:
+        targets.reestimate(
+            view.round_index,
+            {
+                j: fair_finish_estimate(job.arrival_s, r.elapsed_s, r.remaining_s, share)
+                for j, job, r in zip(ids, jobs, rows, strict=True)
+            },
+        )
+    pools = {pool.gpu_type: k for k, pool in enumerate(cluster.pools)}
+    inputs = MarketInputs(
+        scale_factors=np.array([job.scale_factor for job in jobs]),
+        epochs=np.array([r.epochs for r in rows]),
+        progress=np.array([r.progress for r in rows]),
+        remaining_s=remaining,
+        epoch_s=np.array([r.epoch_s for r in rows]),
+        gpus=cluster.gpus,
+        rounds=rounds,
+        round_s=view.round_seconds,
+        gpus_by_type=tuple(pool.gpus for pool in cluster.pools),
+        speeds=speeds,
+        column_types=tuple(pools[c.gpu_type] for c in columns),
+        column_gpus=np.repeat(np.array([[c.gpus for c in columns]]), len(ids), axis=0),
+    )
+    fairness = FairnessView(
+        now_s=view.now,
+        share=share,
+        round_s=view.round_seconds,
+        submit_s=np.array([job.arrival_s for job in jobs]),
+        targets_s=np.array([targets.target(j, view.round_index) for j in ids]),
+        remaining_s=remaining,
+        after_current_s=np.array([r.after_current_s for r in rows]),
+    )
+    return ElasticWindow(inputs, fairness, columns, now, kept, raw, np.array(restarts) / view.round_seconds)
+
+
+def _elastic_row(job: JobState, cluster: ClusterSpec, columns: list[Config], model: GoodputModel) -> _Row:
+    """A goodput-adaptive job: one "epoch" of all its work, T_iso equal-share seconds long."""
+    fair_rate = cluster.equal_share_rate(job.scale_factor, job.rate)
+    alone_s = seconds_at(job.spec, job.profile, lambda _batch: fair_rate)
+    work = float(job.total_steps)
+    base = work / alone_s
+    estimate, unknown = estimated_goodputs(job, columns, model, Knowledge.of(job), cluster.types)
+    for i, config in enumerate(columns):
+        if config.gpu_type in unknown and config.gpus == 1:
+            estimate[i] = base * job.rate(config.gpu_type) / (fair_rate * job.scale_factor)
+    done = min(float(job.steps_done), work)
+    remaining_s = (work - done) / base
+    return _Row(1.0, done / work, remaining_s, alone_s, done / base, remaining_s, estimate / base)
+
+
+def _rigid_row(job: JobState, view: SchedulerView, forecast: JobForecast, columns: list[Config]) -> _Row:
+    """A rigid job: its forecast as the rigid window reads it, its gang's columns at its speed on each type."""
+    progress = min(job.steps_done / job.iterations_per_epoch, forecast.epochs)
+    rates = {t: r for t, r in job.rates.items() if r > 0 and job.scale_factor <= view.cluster.pool(t).gpus}
+    forecast.observe(int(progress), job.batch_size, rates)
+    remaining = forecast.remaining_runtime(progress)
+    by_type = dict(zip(view.cluster.types, forecast.speeds(job.batch_size), strict=True))
+    speeds = np.array([by_type[c.gpu_type] if c.gpus == job.scale_factor else 0.0 for c in columns])
+    left = forecast.epochs - progress
+    epoch_s = remaining / max(left, 1e-9) if left > 0 else 0.0
+    return _Row(
+        float(forecast.epochs),
+        progress,
+        remaining,
+        epoch_s,
+        forecast.elapsed(progress),
+        forecast.after_current(progress),
+        speeds,
+    )
+
+
+def first_round(counts: np.ndarray, window: ElasticWindow, urgency: np.ndarray) -> dict[int, int]:
+    """Job row -> column for the round about to start (see the module docstring)."""
+    inputs = window.inputs
+    sizes, kinds, speed = inputs.gpus_in_column, inputs.type_of_column, inputs.speed
+    free = np.array(inputs.capacities)
+    n = inputs.jobs
+    share = counts.sum(axis=1)
+    taken: dict[int, int] = {}
+
+    def take(j: int, c: int) -> None:
+        taken[j] = c
+        free[kinds[c]] -= sizes[j, c]
+
+    for j in np.flatnonzero(window.pinned).tolist():
+        take(j, int(window.current[j]))
+    for j in np.lexsort((np.arange(n), -urgency, -share)).tolist():
+        if share[j] == 0:
+            break
+        if j in taken:
+            continue
+        planned = sorted(
+            np.flatnonzero(counts[j]).tolist(),
+            key=lambda c, j=j: (-counts[j, c], c != window.current[j], sizes[j, c], c),
+        )
+        stay = int(window.current[j])
+        if stay >= 0 and planned[0] != stay and not _worth_moving(window, j, planned[0]):
+            planned.insert(0, stay)
+        fits = [c for c in planned if sizes[j, c] <= free[kinds[c]]]
+        if fits:
+            take(j, fits[0])
+    for j in np.lexsort((np.arange(n), -urgency)).tolist():
+        if j in taken:
+            continue
+        fits = np.flatnonzero((speed[j] > 0) & (sizes[j] <= free[kinds]))
+        largest = int(sizes[j, counts[j] > 0].max(initial=1))
+        within = fits[sizes[j, fits] <= largest]
+        if len(within):
+            take(j, int(within[np.argmax(speed[j, within])]))
+    _grow(window, taken, free, urgency)
+    return taken
+
+
+def _grow(window: ElasticWindow, taken: dict[int, int], free: np.ndarray, urgency: np.ndarray) -> None:
+    """GPUs still idle: jobs, most urgent first, move to a larger configuration of their type where it runs them
+    faster (counting a restart, for a job that would not move otherwise)."""
+    inputs = window.inputs
+    sizes, kinds, raw = inputs.gpus_in_column, inputs.type_of_column, window.speeds
+    for j in np.lexsort((np.arange(inputs.jobs), -urgency)).tolist():
+        if j not in taken or window.pinned[j]:
+            continue
+        c = taken[j]
+        t = kinds[c]
+        larger = np.flatnonzero((kinds == t) & (sizes[j] > sizes[j, c]) & (sizes[j] - sizes[j, c] <= free[t]))
+        larger = larger[raw[j, larger] > raw[j, c]]
+        if not len(larger):
+            continue
+        best = int(larger[np.argmax(raw[j, larger])])
+        if c == window.current[j] and not _worth_moving(window, j, best):
+            continue
+        free[t] -= sizes[j, best] - sizes[j, c]
+        taken[j] = best
+
+
+def _worth_moving(window: ElasticWindow, j: int, to: int) -> bool:
+    """Whether job row j does the work it would do in the window where it runs now (all it has left, if less)
+    sooner in column `to`, counting the restart."""
+    inputs = window.inputs
+    here, there = window.speeds[j, window.current[j]], window.speeds[j, to]
+    if there <= 0:
+        return False
+    if here <= 0:
+        return True
+    work = min(inputs.remaining_s[j] / inputs.round_s, here * inputs.rounds)
+    return window.restart_rounds[j] + work / there < work / here
