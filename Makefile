@@ -52,7 +52,7 @@ fidelity: $(STAMP)
 # README's results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
 sia-table: $(STAMP)
 	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))
-	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --write
+	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --write --figure benchmarks/figures/sia_rho_cdf.png
 
 readme-tables: $(STAMP)
 	$(BIN)/python benchmarks/readme_tables.py

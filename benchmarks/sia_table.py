@@ -2,12 +2,14 @@
 `python benchmarks/sia_table.py --artifact DIR` (or `make sia-table SIA_ARTIFACT=DIR`), DIR the `sia-simulator/`
 folder of a copy of `siasosp23/artifacts` (its workloads and profiles have no licence and do not ship here).
 
-Each workload runs through `shockwave compare --trace-format sia` (Sia and Pollux with goodput-adaptive jobs at 60 s
-rounds, the others with the rigid jobs the workload lines ask for at 360 s, as Sia ran them), corrected mechanics,
-on Sia's heterogeneous cluster (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The table
+Each workload runs through `shockwave compare --trace-format sia` (Sia, Pollux and Shockwave with goodput-adaptive
+jobs at 60 s rounds, the others with the rigid jobs the workload lines ask for at 360 s, as Sia ran them), corrected
+mechanics, on Sia's heterogeneous cluster (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The
+table
 averages each policy over the workloads: average and p99 JCT, makespan (last finish less first arrival), the worst
 finish-time fairness ratio (rho: JCT over the job's time alone on an equal share of the cluster, at the GPUs and
-batch its line asks for) and the share of jobs with rho > 1. `--write` puts it into README.md between its markers.
+batch its line asks for) and the share of jobs with rho > 1.05. `--write` puts it into README.md between its markers;
+`--figure` draws the CDF of every job's rho per setting and policy.
 """
 
 from __future__ import annotations
@@ -25,18 +27,19 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BEGIN, END = "<!-- sia-table:begin (make sia-table) -->", "<!-- sia-table:end -->"
 ROUNDS = {
-    60.0: ("sia", "pollux"),
-    360.0: ("shockwave", "themis", "max_sum_throughput_perf", "finish_time_fairness_perf", "max_min_fairness_perf"),
+    60.0: ("sia", "pollux", "shockwave"),
+    360.0: ("themis", "max_sum_throughput_perf", "finish_time_fairness_perf", "max_min_fairness_perf"),
 }
-"""Round length -> the policies run at it: Sia's and Pollux's 60 s, the others' 360 s, as Sia's evaluation runs them
-(a 60 s round is shorter than most restarts, and the time-slicing policies move jobs every round)."""
+"""Round length -> the policies run at it: the goodput-adaptive policies' 60 s (Sia's and Pollux's), the others' 360
+s, as Sia's evaluation runs them (a 60 s round is shorter than most restarts, and the time-slicing policies move
+jobs every round)."""
 POLICIES = tuple(policy for policies in ROUNDS.values() for policy in policies)
 SETTINGS = {
     "heterogeneous": (
         "aws:24:4,rtx:24:8,dgx-ext:16:8",
         [f"{t}/workload-{i}.csv" for t in ("saturn", "philly") for i in (1, 2, 3)],
     ),
-    "homogeneous": ("aws:64:4", ["philly/workload-1.csv"]),
+    "homogeneous": ("aws:64:4", [f"philly/workload-{i}.csv" for i in (1, 2, 3)]),
 }
 
 
@@ -63,7 +66,7 @@ def run_workload(artifact: Path, workload: str, cluster: str, out: Path, workers
     return found
 
 
-def measures(result: dict[str, Any]) -> dict[str, float]:
+def measures(result: dict[str, Any]) -> dict[str, Any]:
     jobs = result["jobs"]
     jcts = sorted(job["jct_s"] for job in jobs)
     first = min(job["arrival_s"] for job in jobs)
@@ -74,10 +77,11 @@ def measures(result: dict[str, Any]) -> dict[str, float]:
         "rho": result["worst_ftf"],
         "unfair": 100 * result["unfair_fraction"],
         "wall": result["wall_seconds"],
+        "rhos": [job["ftf"] for job in jobs],
     }
 
 
-def table(rows: dict[str, dict[str, list[dict[str, float]]]]) -> str:
+def table(rows: dict[str, dict[str, list[dict[str, Any]]]]) -> str:
     lines = [
         "| setting | policy | avg JCT h | p99 JCT h | makespan h | worst rho | unfair % | wall s per run |",
         "|---|---|---|---|---|---|---|---|",
@@ -85,7 +89,7 @@ def table(rows: dict[str, dict[str, list[dict[str, float]]]]) -> str:
     for setting, by_policy in rows.items():
         for policy, runs in by_policy.items():
 
-            def mean(key: str, runs: list[dict[str, float]] = runs) -> float:
+            def mean(key: str, runs: list[dict[str, Any]] = runs) -> float:
                 return statistics.fmean(r[key] for r in runs)
 
             worst = max(r["rho"] for r in runs)
@@ -96,14 +100,40 @@ def table(rows: dict[str, dict[str, list[dict[str, float]]]]) -> str:
     return "\n".join(lines)
 
 
+def rho_cdf(rows: dict[str, dict[str, list[dict[str, Any]]]], path: Path) -> None:
+    """One panel per setting: the CDF of every job's rho over its workloads, one line per policy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(rows), figsize=(6 * len(rows), 4), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    for axis, (setting, by_policy) in zip(axes[0], rows.items(), strict=True):
+        for k, (policy, runs) in enumerate(by_policy.items()):
+            rhos = sorted(rho for run in runs for rho in run["rhos"])
+            shares = [(i + 1) / len(rhos) for i in range(len(rhos))]
+            axis.step(rhos, shares, where="post", label=policy, color=colours(k))
+        axis.set_xscale("log")
+        axis.axvline(1.0, color="grey", linewidth=0.8, linestyle=":")
+        axis.set(title=f"{setting} ({len(next(iter(by_policy.values())))} workloads)", xlabel="rho (log)")
+        axis.set_ylabel("share of jobs")
+    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=150)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--artifact", type=Path, required=True, help="the sia-simulator/ folder of the artifact")
     parser.add_argument("--out", type=Path, default=Path("sia-table"), help="where each comparison is kept")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--write", action="store_true", help="put the table into README.md")
+    parser.add_argument("--figure", type=Path, help="draw the CDF of rho per setting and policy (a .png)")
     args = parser.parse_args()
-    rows: dict[str, dict[str, list[dict[str, float]]]] = {}
+    rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for setting, (cluster, workloads) in SETTINGS.items():
         rows[setting] = {policy: [] for policy in POLICIES}
         for workload in workloads:
@@ -114,6 +144,8 @@ def main() -> None:
     text = table(rows)
     print(text)
     (args.out / "table.json").write_text(json.dumps(rows, indent=1))
+    if args.figure is not None:
+        rho_cdf(rows, args.figure)
     if args.write:
         readme = README.read_text()
         head, _, rest = readme.partition(BEGIN)

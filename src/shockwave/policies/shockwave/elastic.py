@@ -11,8 +11,9 @@ job's gang on each type, and c_jc counts the rounds of the window job j spends i
   second of its request alone on an equal share of every type (W_j / T_iso_j, the basis of rho for every policy);
 - a configuration takes its GPUs of its type: one capacity row per type, sum_jc gpus_c c_jc <= G_t H;
 - a job is in one configuration per round, sum_c c_jc <= H;
-- a move costs a restart: every configuration but the job's current one does v_jc (1 - restart_j / (H T)), the
-  share of the window left after restarting, so the market moves a job only where the move gains.
+- a move costs a restart: every configuration but a running job's current one does v_jc (1 - restart_j / (H T)),
+  the share of the window left after restarting, so the market moves a job only where the move gains (a job that
+  waits pays the same restart wherever it starts).
 
 Progress and targets are in the same units: a goodput-adaptive job's progress is its share of its work done (one
 "epoch" of T_iso_j equal-share seconds), a rigid job's its epochs as the rigid window reads them. The plan's first
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.policy import SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.shockwave.fairness import FairnessView, FinishTimeTargets, equal_share, fair_finish_estimate
@@ -102,22 +104,11 @@ def observe_window(
     columns = window_columns(cluster, jobs)
     index = {(c.gpu_type, c.gpus): i for i, c in enumerate(columns)}
     now = np.array([index.get(current[j], -1) if j in current else -1 for j in ids])
-    window_s = rounds * view.round_seconds
-    rows, restarts = [], []
-    for job, at in zip(jobs, now, strict=True):
-        if job.spec.elastic:
-            if view.goodput is None:
-                raise ValueError("goodput-adaptive jobs need a goodput model")
-            rows.append(_elastic_row(job, cluster, columns, view.goodput))
-        else:
-            rows.append(_rigid_row(job, view, forecasts[job.id], columns))
-        restarts.append(job.spec.restart_s if job.spec.restart_s is not None else DEFAULT_RESTART_S)
+    rows = [_row(view, job, forecasts, columns) for job in jobs]
+    restarts = np.array([job.spec.restart_s if job.spec.restart_s is not None else DEFAULT_RESTART_S for job in jobs])
     raw = np.array([r.speeds for r in rows])
-    speeds = raw * np.maximum(0.0, 1.0 - np.array(restarts) / window_s)[:, None]
-    running = now >= 0
-    speeds[running, now[running]] = raw[running, now[running]]
-    kept = np.array([j in pinned for j in ids]) & running
-    speeds[kept] = np.where(np.arange(len(columns)) == now[kept][:, None], speeds[kept], 0.0)
+    kept = np.array([j in pinned for j in ids]) & (now >= 0)
+    speeds = _discounted(raw, now, kept, restarts / (rounds * view.round_seconds))
     remaining = np.array([r.remaining_s for r in rows])
     share = equal_share(cluster.gpus, len(ids))
     if refresh_targets:
@@ -152,7 +143,26 @@ def observe_window(
         remaining_s=remaining,
         after_current_s=np.array([r.after_current_s for r in rows]),
     )
-    return ElasticWindow(inputs, fairness, columns, now, kept, raw, np.array(restarts) / view.round_seconds)
+    return ElasticWindow(inputs, fairness, columns, now, kept, raw, restarts / view.round_seconds)
+
+
+def _row(view: SchedulerView, job: JobState, forecasts: dict[int, JobForecast], columns: list[Config]) -> _Row:
+    if not job.spec.elastic:
+        return _rigid_row(job, view, forecasts[job.id], columns)
+    if view.goodput is None:
+        raise InputError("policy 'shockwave': goodput-adaptive jobs need a goodput model (Sia's profiles)")
+    return _elastic_row(job, view.cluster, columns, view.goodput)
+
+
+def _discounted(raw: np.ndarray, now: np.ndarray, pinned: np.ndarray, restart_share: np.ndarray) -> np.ndarray:
+    """The market's speeds: a running job's every other column by the share of the window a restart leaves, a
+    pinned job's only in its own column."""
+    running = now >= 0
+    discount = np.where(running, np.maximum(0.0, 1.0 - restart_share), 1.0)
+    speeds = raw * discount[:, None]
+    speeds[running, now[running]] = raw[running, now[running]]
+    own = np.arange(raw.shape[1])[None, :] == now[:, None]
+    return np.where(pinned[:, None] & ~own, 0.0, speeds)
 
 
 def _elastic_row(job: JobState, cluster: ClusterSpec, columns: list[Config], model: GoodputModel) -> _Row:

@@ -42,8 +42,8 @@ from shockwave.policies.shockwave.market import (
 )
 from shockwave.policies.shockwave.packing import Placed, TypedRows, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
-from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 from shockwave.policies.shockwave.typed_greedy import solve_typed_greedy
+from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 
 log = logging.getLogger(__name__)
 

@@ -126,7 +126,7 @@ def read_sia_workload(
     """The workload's jobs by arrival (a job's id is its place in that order), their profiles as rigid jobs (each
     timed on the first of the cluster's types it runs on) and the throughput model of their applications on the
     cluster's types. `elastic`: the jobs are goodput-adaptive (`goodput.py`), their work the application's total
-    progress; else rigid. A line's `category` is read and checked, but every job is one or the other here."""
+    progress, but for lines of category `rigid`; else all rigid. (`scale-gpus` lines are read as adaptive.)"""
     sia_jobs = sorted(read_workload(workload), key=lambda job: job.arrival_s)
     _require_profiles(sia_jobs, Path(workload), Path(profiles))
     apps = load_profiles(profiles, {job.application for job in sia_jobs})
@@ -151,7 +151,10 @@ def read_sia_workload(
         )
     profiled = [build_profile(job, tm, gpu_type=t) for job, t in zip(jobs, runs_on, strict=True)]
     if elastic:
-        jobs = [replace(job, total_steps=apps[job.model].total_progress, elastic=True) for job in jobs]
+        jobs = [
+            job if line.category == "rigid" else replace(job, total_steps=apps[job.model].total_progress, elastic=True)
+            for job, line in zip(jobs, sia_jobs, strict=True)
+        ]
     return jobs, profiled, tm
 
 

@@ -1,0 +1,127 @@
+"""Shockwave on goodput-adaptive jobs: the window over configurations, the first round taken from it, and whole
+runs on the toy Sia profile (tests/sia_files.py: one GPU of type a at batch 32 makes 5 progress a second; b is
+twice as slow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shockwave.api import simulate
+from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.policies.shockwave.elastic import ElasticWindow, first_round
+from shockwave.policies.shockwave.fairness import FairnessView
+from shockwave.policies.shockwave.market import Fairness, MarketInputs, solve_market
+from shockwave.policies.sia.configs import Config
+from sia_files import toy_application, write_csv
+
+HEADER = "name,time,application,num_replicas,batch_size"
+COLUMNS = [Config("a", 1), Config("a", 2), Config("a", 4), Config("b", 1), Config("b", 4)]
+TYPE_OF = (0, 0, 0, 1, 1)
+GPUS = np.array([1, 2, 4, 1, 4])
+
+
+def _window(
+    speeds: np.ndarray, current: list[int], pinned: list[bool], remaining_rounds: float = 50.0
+) -> ElasticWindow:
+    n = len(speeds)
+    remaining = np.full(n, remaining_rounds * 60.0)
+    inputs = MarketInputs(
+        scale_factors=np.ones(n, dtype=int),
+        epochs=np.ones(n),
+        progress=np.zeros(n),
+        remaining_s=remaining,
+        epoch_s=remaining,
+        gpus=8,
+        rounds=10,
+        round_s=60.0,
+        gpus_by_type=(4, 4),
+        speeds=speeds,
+        column_types=TYPE_OF,
+        column_gpus=np.repeat(GPUS[None, :], n, axis=0),
+    )
+    fairness = FairnessView(
+        now_s=0.0,
+        share=1.0,
+        round_s=60.0,
+        submit_s=np.zeros(n),
+        targets_s=remaining,
+        remaining_s=remaining,
+        after_current_s=remaining,
+    )
+    return ElasticWindow(inputs, fairness, COLUMNS, np.array(current), np.array(pinned), speeds.copy(), np.full(n, 0.5))
+
+
+def test_the_market_over_configurations_keeps_each_types_gpus() -> None:
+    speeds = np.array([[1.0, 1.8, 3.0, 0.5, 1.5], [1.0, 1.9, 3.5, 0.5, 1.6], [1.0, 1.5, 2.0, 0.5, 1.0]])
+    window = _window(speeds, [-1, -1, -1], [False] * 3)
+    inputs = window.inputs
+    solution = solve_market(inputs, ShockwaveConfig(), Fairness(np.full(3, np.inf), np.ones(3)))
+    assert solution is not None
+    counts = solution.by_type
+    used = [(counts * GPUS)[:, np.array(TYPE_OF) == t].sum() for t in range(2)]
+    assert used[0] <= 4 * inputs.rounds and used[1] <= 4 * inputs.rounds
+    assert (counts.sum(axis=1) <= inputs.rounds).all()
+    assert sum(used) > 0.9 * 8 * inputs.rounds  # three long jobs keep the cluster busy
+
+
+def test_the_first_round_fits_the_types_keeps_pins_and_fills_idle_gpus() -> None:
+    speeds = np.array([[1.0, 1.8, 3.0, 0.5, 1.5], [1.0, 1.9, 3.5, 0.5, 1.6], [1.0, 1.5, 2.0, 0.5, 1.0]])
+    window = _window(speeds, [0, 2, -1], [False, True, False])
+    counts = np.array([[0, 0, 10, 0, 0], [0, 0, 10, 0, 0], [0, 0, 0, 0, 0]])  # both ask for all of type a
+    chosen = first_round(counts, window, urgency=np.zeros(3))
+    assert chosen[1] == 2  # pinned: keeps its four GPUs of a
+    used = {t: sum(GPUS[c] for c in chosen.values() if TYPE_OF[c] == t) for t in (0, 1)}
+    assert used[0] <= 4 and used[1] <= 4
+    assert TYPE_OF[chosen[0]] == 1  # displaced from a, job 0 runs on b rather than waits
+    assert 2 not in chosen and used[1] == 4  # job 2, left out of the plan, would only get idle GPUs
+    smaller = first_round(np.array([[0, 10, 0, 0, 0], [0, 0, 10, 0, 0], [0, 0, 0, 0, 0]]), window, np.zeros(3))
+    assert smaller == {1: 2, 0: 3, 2: 3}  # a displaced job takes no more GPUs than planned; job 2 gets idle ones
+
+
+def test_a_move_that_gains_less_than_its_restart_is_not_taken() -> None:
+    # Job 0 runs in a:1 at speed 1.0; a:2 is only 2% faster and a restart costs half a round of a 2-round job.
+    speeds = np.array([[1.0, 1.02, 0.0, 0.0, 0.0]])
+    window = _window(speeds, [0], [False], remaining_rounds=2.0)
+    assert first_round(np.array([[0, 10, 0, 0, 0]]), window, np.zeros(1)) == {0: 0}
+    faster = _window(np.array([[1.0, 3.0, 0.0, 0.0, 0.0]]), [0], [False], remaining_rounds=2.0)
+    assert first_round(np.array([[0, 10, 0, 0, 0]]), faster, np.zeros(1)) == {0: 1}
+
+
+def test_shockwave_grows_goodput_adaptive_jobs_and_finishes_them(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "long", epoch_progress=1000.0)  # 3000 progress: 10 minutes on one GPU
+    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
+    result = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert result.complete and len(result.jobs) == 4
+    assert all(j.jct_s < 30 + 3000 / 5 for j in result.jobs)  # faster than on one GPU of the faster type
+    again = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert [j.jct_s for j in again.jobs] == [j.jct_s for j in result.jobs]  # deterministic
+
+
+def test_a_mixed_workload_keeps_its_rigid_lines_rigid(tmp_path: Path) -> None:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "mixed", epoch_progress=200.0)
+    workload = write_csv(
+        tmp_path / "mixed.csv",
+        HEADER + ",category",
+        ["m-0,0,mixed,2,64,rigid", "m-1,0,mixed,1,64,adaptive", "m-2,60,mixed,4,128,rigid"],
+    )
+    jobs, _, _ = read_sia_workload(workload, profiles, ClusterSpec.parse("a:8:4,b:8:8"), elastic=True)
+    assert [(j.elastic, j.scale_factor) for j in jobs] == [(False, 2), (True, 1), (False, 4)]
+    result = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert result.complete and len(result.jobs) == 3
+
+
+@pytest.mark.parametrize("policy", ["sia", "shockwave"])
+def test_every_adaptive_policy_reads_the_category(policy: str, tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "toy")
+    workload = write_csv(tmp_path / "w.csv", HEADER + ",category", ["toy-0,0,toy,2,64,rigid"])
+    result = simulate(workload, policy, "a:4:4", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert result.complete
