@@ -223,7 +223,8 @@ def test_the_saved_memory_loads(saved: tuple[dict[str, Any], Any]) -> None:
         (
             lambda m: {**m, "state": {}},
             "shockwave",
-            f"not a shockwave snapshot of format {FORMAT} .ValueError: ShockwavePolicy keeps .'forecasts', .*, not ..",
+            f"not a shockwave snapshot of format {FORMAT} .ValueError: ShockwavePolicy keeps "
+            ".'allocations', 'forecasts', .*, not ..",
         ),
         (
             lambda m: {**m, "state": [1]},

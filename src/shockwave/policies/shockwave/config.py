@@ -4,8 +4,9 @@ Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram`, `solver_time
 accepted because every reference file carries them, but nothing reads them: the reference's optimizer never read
 `gpu_ram`, and a wall-clock limit or a thread count that follows the machine would make plans depend on the
 machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
-everywhere). Six keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS),
-`welfare_slack`, `solver_max_nodes`, and for large clusters `greedy_jobs`, `makespan_share` and `late_share`.
+everywhere). Seven keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`
+and `elastic_welfare_slack`, `solver_max_nodes`, and for large clusters `greedy_jobs`, `makespan_share` and
+`late_share`.
 
 `ShockwaveConfig` is a frozen pydantic dataclass, so a config built in code is type-checked too; a JSON file goes
 through `from_mapping` first, whose messages name the key (pydantic's would name a Python field instead).
@@ -72,6 +73,11 @@ class ShockwaveConfig:
     welfare_slack: float = 0.3
     """Share of the market's welfare term the second solve may give up to finish jobs sooner (0: a pure
     tie-break among equally good plans). Not a reference key: the reference leaves that choice to Gurobi."""
+    elastic_welfare_slack: float = 0.6
+    """`welfare_slack` where jobs are goodput-adaptive (`elastic.py`, solved every round). On Sia's homogeneous
+    Philly 1-3 (overloaded: half the jobs miss rho 1.05 under any policy) 0.3 left average JCT 0.97-1.35x Sia's, 0.6
+    0.88-1.04x, 0.9 0.90-0.99x but a 1.48x makespan on Philly 2; on the heterogeneous Saturn 1-3 0.3 and 0.6 are
+    alike. Not a reference key."""
 
     def __post_init__(self) -> None:
         checks: list[tuple[bool, str, str]] = [
@@ -89,6 +95,7 @@ class ShockwaveConfig:
             (0 <= self.makespan_share <= 1, "makespan_share", "must be in [0, 1]"),
             (0 <= self.late_share <= 1, "late_share", "must be in [0, 1]"),
             (0 <= self.welfare_slack <= 1, "welfare_slack", "must be in [0, 1]"),
+            (0 <= self.elastic_welfare_slack <= 1, "elastic_welfare_slack", "must be in [0, 1]"),
         ]
         for ok, key, rule in checks:
             if not ok:

@@ -180,7 +180,8 @@ class ShockwavePolicy(Policy):
             refresh_targets=self.job_set_changed,
         )
         try:
-            counts = self._market(window.inputs, window.fairness, None, exact=False).by_type
+            elastic = replace(self.config, welfare_slack=self.config.elastic_welfare_slack)
+            counts = self._market(window.inputs, window.fairness, None, exact=False, config=elastic).by_type
         except SolverFailure as exc:
             log.warning("round %d: %s; no plan, idle GPUs filled", view.round_index, exc)
             self.stats.fallbacks += 1
@@ -342,17 +343,24 @@ class ShockwavePolicy(Policy):
         return layout
 
     def _market(
-        self, inputs: MarketInputs, view: FairnessView, start: np.ndarray | None, *, exact: bool
+        self,
+        inputs: MarketInputs,
+        view: FairnessView,
+        start: np.ndarray | None,
+        *,
+        exact: bool,
+        config: ShockwaveConfig | None = None,
     ) -> MarketSolution:
-        """The market with fairness constraints, or with priorities when the constraints cannot all hold."""
-        cfg = self.config
+        """The market with fairness constraints, or with priorities when the constraints cannot all hold (`config`:
+        instead of the policy's)."""
+        cfg = config or self.config
         fairness = Fairness.constrained(view, inputs, cfg)
-        solution = self._window(inputs, view, fairness, start, exact) if fairness is not None else None
+        solution = self._window(inputs, view, fairness, start, exact, cfg) if fairness is not None else None
         if solution is None:
             if not exact:
                 self.stats.infeasible += 1
             gangs = inputs.scale_factors if len(inputs.capacities) > 1 else None
-            solution = self._window(inputs, view, Fairness.relaxed_for(view, cfg, gangs), start, exact)
+            solution = self._window(inputs, view, Fairness.relaxed_for(view, cfg, gangs), start, exact, cfg)
         if solution is None:
             raise SolverFailure("the market without fairness constraints is infeasible")
         self.stats.node_limited += solution.limited
@@ -365,10 +373,15 @@ class ShockwavePolicy(Policy):
         return not exact and not inputs.column_types and inputs.jobs >= self.config.greedy_jobs
 
     def _window(
-        self, inputs: MarketInputs, view: FairnessView, fairness: Fairness, start: np.ndarray | None, exact: bool
+        self,
+        inputs: MarketInputs,
+        view: FairnessView,
+        fairness: Fairness,
+        start: np.ndarray | None,
+        exact: bool,
+        cfg: ShockwaveConfig,
     ) -> MarketSolution | None:
         """HiGHS, or from `greedy_jobs` active jobs the greedy solution, critical jobs first."""
-        cfg = self.config
         if self._greedy(inputs, exact):
             late, urgency = view.late(cfg.rhomax), view.urgency(cfg.lam, cfg.rhomax)
             if len(inputs.capacities) > 1:
