@@ -449,3 +449,8 @@ def test_an_allocator_s_parameters_are_checked_like_a_policy_s(folder: Path) -> 
     write(folder / "neither.py", "class Neither:\n    def allocate(self, inputs): ...\n")
     with pytest.raises(InputError, match=r"is neither"):
         make_policy(str(folder / "neither.py:Neither"))
+
+
+def test_a_mistyped_policy_name_suggests_the_closest() -> None:
+    with pytest.raises(InputError, match=r"unknown policy 'shockwve'; did you mean 'shockwave'\?"):
+        make_policy("shockwve")

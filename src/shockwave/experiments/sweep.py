@@ -240,7 +240,7 @@ def run_sweep(
         reused = len(cells) - len(todo)
         console.print(
             f"{len(cells)} cells: {reused} already finished in {out} (kept), {len(todo)} to run"
-            + (" on Ray" if ray else f" on {min(workers, max(len(todo), 1))} local processes"),
+            + (" on Ray" if ray else _on_processes(min(workers, max(len(todo), 1)))),
             markup=False,
             highlight=False,
         )
@@ -408,3 +408,7 @@ def _spread(row: dict[str, Any], key: str, fmt: str, scale: float = 1.0) -> str:
     mean, low, high = (row[f"{key}_{s}"] * scale for s in ("mean", "min", "max"))
     text = fmt.format(mean)
     return text if low == high else f"{text} ({fmt.format(low)}-{fmt.format(high)})"
+
+
+def _on_processes(count: int) -> str:
+    return f" on {count} local process" + ("" if count == 1 else "es")

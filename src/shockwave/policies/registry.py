@@ -12,6 +12,7 @@ InputErrors naming the policy (and the file and class) and the parameter.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,9 +132,13 @@ def policy_info(name: str, *, base: Path | None = None) -> PolicyInfo:
     point = plugins.entry_points().get(name)
     if point is not None:
         return _entry(name, plugins.load_entry_point(point), name, plugins.entry_point_origin(point))
+    names = [*known_policies(), *ALIASES]
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     known = ", ".join([*known_policies(), *(f"{a} (= {t})" for a, t in ALIASES.items())])
     raise InputError(
-        f"unknown policy {name!r}; known policies: {known}; or a policy class in a file: path/to/file.py:ClassName"
+        f"unknown policy {name!r}; {hint}known policies: {known}; or a policy class in a file: "
+        "path/to/file.py:ClassName"
     )
 
 
