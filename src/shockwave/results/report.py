@@ -51,9 +51,17 @@ def print_trace_summary(console: Console, trace: Path, summary: dict[str, Any]) 
     console.print(table)
 
 
+def gpus_of(result: dict[str, Any]) -> str:
+    """The cluster as a header names it: "32 GPUs", or on several types each pool ("aws 24, rtx 24 GPUs")."""
+    pools = [part.split(":") for part in str(result.get("cluster") or "").split(",") if part]
+    if len(pools) < 2:
+        return f"{result['gpus']} GPUs"
+    return ", ".join(f"{pool[0]} {pool[1]}" for pool in pools) + " GPUs"
+
+
 def print_run_summary(console: Console, result: dict[str, Any]) -> None:
     title = (
-        f"{result['policy']} on {Path(result['trace']).name}: {result['gpus']} GPUs, "
+        f"{result['policy']} on {Path(result['trace']).name}: {gpus_of(result)}, "
         f"{result['round_seconds']:g} s rounds, {result['mechanics']} mechanics"
     )
     table = Table(title=escape(title), show_header=False, title_justify="left")
@@ -181,7 +189,7 @@ def print_comparison(console: Console, results: list[dict[str, Any]]) -> None:
     first = results[0]
     table = Table(
         title=escape(
-            f"{Path(first['trace']).name}: {first['gpus']} GPUs, {first['round_seconds']:g} s rounds, "
+            f"{Path(first['trace']).name}: {gpus_of(first)}, {first['round_seconds']:g} s rounds, "
             f"{first['mechanics']} mechanics; (ratio to {ref})"
         ),
         title_justify="left",
