@@ -5,8 +5,7 @@ folder of a copy of `siasosp23/artifacts` (its workloads and profiles have no li
 Each workload runs through `shockwave compare --trace-format sia` (Sia, Pollux and Shockwave with goodput-adaptive
 jobs at 60 s rounds, the others with the rigid jobs the workload lines ask for at 360 s, as Sia ran them), corrected
 mechanics, on Sia's heterogeneous cluster (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The
-table
-averages each policy over the workloads: average and p99 JCT, makespan (last finish less first arrival), the worst
+table averages each policy over the workloads: average and p99 JCT, makespan (last finish less first arrival), the worst
 finish-time fairness ratio (rho: JCT over the job's time alone on an equal share of the cluster, at the GPUs and
 batch its line asks for) and the share of jobs with rho > 1.05. `--write` puts it into README.md between its markers;
 `--figure` draws the CDF of every job's rho per setting and policy.

@@ -97,6 +97,7 @@ def test_shockwave_grows_goodput_adaptive_jobs_and_finishes_them(tmp_path: Path)
     result = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
     assert result.complete and len(result.jobs) == 4
     assert all(j.jct_s < 30 + 3000 / 5 for j in result.jobs)  # faster than on one GPU of the faster type
+    assert result.model_extra["elastic"]["restarts"] >= 4  # every job moves at least once
     again = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
     assert [j.jct_s for j in again.jobs] == [j.jct_s for j in result.jobs]  # deterministic
 
@@ -119,9 +120,23 @@ def test_a_mixed_workload_keeps_its_rigid_lines_rigid(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("policy", ["sia", "shockwave"])
-def test_every_adaptive_policy_reads_the_category(policy: str, tmp_path: Path) -> None:
+def test_every_adaptive_policy_runs_a_rigid_line_at_its_gang(policy: str, tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     toy_application(profiles, "toy")
-    workload = write_csv(tmp_path / "w.csv", HEADER + ",category", ["toy-0,0,toy,2,64,rigid"])
-    result = simulate(workload, policy, "a:4:4", trace_format="sia", profiles=profiles, round_seconds=60)
-    assert result.complete
+    workload = write_csv(tmp_path / "w.csv", HEADER + ",category", ["toy-0,0,toy,2,64,rigid", "toy-1,0,toy,1,32,"])
+    adaptive = simulate(workload, policy, "a:8:4", trace_format="sia", profiles=profiles, round_seconds=60)
+    rigid = simulate(workload, "fifo_perf", "a:8:4", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert adaptive.complete and adaptive.jobs[0].jct_s == pytest.approx(rigid.jobs[0].jct_s)
+
+
+def test_a_left_out_rigid_gang_gets_idle_gpus_and_pins_stay() -> None:
+    from shockwave.policies.shockwave.elastic import _discounted
+
+    speeds = np.array([[0.0, 1.0, 0.0, 0.0, 0.0], [1.0, 1.8, 3.0, 0.5, 1.5]])  # job 0: a rigid pair on type a
+    window = _window(speeds, [-1, -1], [False, False])
+    assert first_round(np.zeros((2, 5), dtype=int), window, np.array([1.0, 0.0])) == {0: 1, 1: 1}
+    raw = np.array([[1.0, 2.0, 3.0, 0.5, 1.5]] * 3)
+    discounted = _discounted(raw, np.array([0, 1, -1]), np.array([False, True, False]), np.full(3, 0.25))
+    assert discounted[0].tolist() == [1.0, 1.5, 2.25, 0.375, 1.125]  # running: every other column x (1 - 0.25)
+    assert discounted[1].tolist() == [0.0, 2.0, 0.0, 0.0, 0.0]  # pinned: only where it runs
+    assert discounted[2].tolist() == raw[2].tolist()  # waiting: pays the same restart anywhere

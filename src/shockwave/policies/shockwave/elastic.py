@@ -16,11 +16,17 @@ job's gang on each type, and c_jc counts the rounds of the window job j spends i
   waits pays the same restart wherever it starts).
 
 Progress and targets are in the same units: a goodput-adaptive job's progress is its share of its work done (one
-"epoch" of T_iso_j equal-share seconds), a rigid job's its epochs as the rigid window reads them. The plan's first
-round is taken each round (goodput estimates change as jobs learn, so the window is solved every round): jobs by
-their planned share of the window, most first (ties: most urgent), each in the configuration the plan gives it most
-rounds (ties: the one it runs in now, then fewer GPUs) where its type still has the GPUs; then idle GPUs go to jobs
-left out, most urgent first, in their configuration of most progress per GPU that fits.
+"epoch" of T_iso_j equal-share seconds), a rigid job's its epochs as the rigid window reads them. Goodput estimates
+change as jobs learn, so the window is solved every round, and only its first round is taken:
+
+1. jobs still restoring a checkpoint stay where they are;
+2. then, by planned share of the window (ties: most urgent), each job in the configuration the plan gives it most
+   rounds (ties: the one it runs in now, then fewer GPUs) where its type still has the GPUs; a running job stays
+   where it is unless the move does the window's work sooner, restart counted (`_worth_moving`: the market's
+   discount alone let jobs change configuration every round as their estimates moved, and never progress);
+3. idle GPUs go to jobs left out, most urgent first, in their fastest configuration that fits, of no more GPUs
+   than the plan gave them (or than their smallest configuration);
+4. jobs grow into GPUs still idle on their type where that is faster (`_grow`, restart counted).
 """
 
 from __future__ import annotations
@@ -183,8 +189,7 @@ def _elastic_row(job: JobState, cluster: ClusterSpec, columns: list[Config], mod
 def _rigid_row(job: JobState, view: SchedulerView, forecast: JobForecast, columns: list[Config]) -> _Row:
     """A rigid job: its forecast as the rigid window reads it, its gang's columns at its speed on each type."""
     progress = min(job.steps_done / job.iterations_per_epoch, forecast.epochs)
-    rates = {t: r for t, r in job.rates.items() if r > 0 and job.scale_factor <= view.cluster.pool(t).gpus}
-    forecast.observe(int(progress), job.batch_size, rates)
+    forecast.observe(int(progress), job.batch_size, runnable_rates(view, job))
     remaining = forecast.remaining_runtime(progress)
     by_type = dict(zip(view.cluster.types, forecast.speeds(job.batch_size), strict=True))
     speeds = np.array([by_type[c.gpu_type] if c.gpus == job.scale_factor else 0.0 for c in columns])
@@ -199,6 +204,11 @@ def _rigid_row(job: JobState, view: SchedulerView, forecast: JobForecast, column
         forecast.after_current(progress),
         speeds,
     )
+
+
+def runnable_rates(view: SchedulerView, job: JobState) -> dict[str, float]:
+    """A rigid job's steps/s on each type it can run on: a rate above zero and a pool that holds its gang."""
+    return {t: rate for t, rate in job.rates.items() if rate > 0 and job.scale_factor <= view.cluster.pool(t).gpus}
 
 
 def first_round(counts: np.ndarray, window: ElasticWindow, urgency: np.ndarray) -> dict[int, int]:
@@ -235,7 +245,10 @@ def first_round(counts: np.ndarray, window: ElasticWindow, urgency: np.ndarray) 
         if j in taken:
             continue
         fits = np.flatnonzero((speed[j] > 0) & (sizes[j] <= free[kinds]))
-        largest = int(sizes[j, counts[j] > 0].max(initial=1))
+        usable = sizes[j, speed[j] > 0]
+        if not len(usable):
+            continue
+        largest = max(int(sizes[j, counts[j] > 0].max(initial=0)), int(usable.min()))
         within = fits[sizes[j, fits] <= largest]
         if len(within):
             take(j, int(within[np.argmax(speed[j, within])]))

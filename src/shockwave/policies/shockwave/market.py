@@ -32,6 +32,10 @@ the homogeneous program of the same jobs needs 1 node and 0.04 s), so its LP rel
 c_jt down, then the largest fractions up while the type's capacity, the window and the job's cap allow. A job
 loses less than one round per type against the relaxation, whose value bounds the integer optimum.
 
+Goodput-adaptive jobs (`elastic.py`) take the same program with one column per configuration c (a GPU type and a
+number of its GPUs) instead of per type: c_jc counts job j's rounds in c, v_jc is its speed there, the capacity row
+of c's type counts gpus_c c_jc (`MarketInputs.column_types`, `column_gpus`), and everything else reads columns.
+
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
 When they cannot be laid out, `exact=True` solves it again with a binary x_{j,h} per job and round and a capacity
@@ -144,8 +148,8 @@ class MarketInputs:
 
     @property
     def type_cap(self) -> np.ndarray:
-        """Rounds a job can use on each type (n x types): enough to finish there, at most the window; 0 where it
-        cannot run."""
+        """Rounds a job can use in each column, a type or a configuration (n x columns): enough to finish there, at
+        most the window; 0 where it cannot run."""
         if self.columns == 1:
             return self.round_cap[:, None]
         speed = self.speed
@@ -189,7 +193,7 @@ class Fairness:
 @dataclass(frozen=True)
 class MarketSolution:
     by_type: np.ndarray
-    """Rounds granted to each job on each type (n x types)."""
+    """Rounds granted to each job on each type, or configuration (n x columns)."""
     objective: float
     """The first solve's objective W - k T M (what the reference optimises)."""
     fairness: Fairness
@@ -385,7 +389,8 @@ class _Model:
                 np.full(h, float(capacities[0])),
             )
         elif one_column:
-            self._add(np.zeros(n, dtype=int), jobs, sizes, np.array([-inf]), np.array([float(capacities[0] * h)]))
+            gpus = inputs.gpus_in_column[:, 0].astype(float)
+            self._add(np.zeros(n, dtype=int), jobs, gpus, np.array([-inf]), np.array([float(capacities[0] * h)]))
         else:
             gpus = inputs.gpus_in_column[runs.job, runs.kind].astype(float)
             rows = inputs.type_of_column[runs.kind]

@@ -25,7 +25,7 @@ from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.elastic import Allocations
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.policies.shockwave.elastic import first_round, observe_window
+from shockwave.policies.shockwave.elastic import first_round, observe_window, runnable_rates
 from shockwave.policies.shockwave.fairness import (
     FairnessView,
     FinishTimeTargets,
@@ -240,7 +240,7 @@ class ShockwavePolicy(Policy):
             ]
         )
         for j, f, p in zip(ids, forecasts, progress, strict=True):
-            f.observe(int(p), jobs[j].batch_size, _runnable_rates(view, jobs[j]))
+            f.observe(int(p), jobs[j].batch_size, runnable_rates(view, jobs[j]))
         remaining = np.array([f.remaining_runtime(p) for f, p in zip(forecasts, progress, strict=True)])
         epochs = np.array([f.epochs for f in forecasts])
         share = equal_share(view.cluster.gpus, len(ids))
@@ -421,9 +421,7 @@ class ShockwavePolicy(Policy):
         return layout + [[] for _ in range(self.config.future_rounds - len(layout))]
 
     def summary(self) -> dict[str, Any]:
-        return {"solver": self.stats.summary(), "config": self.config.to_json()}
-
-
-def _runnable_rates(view: SchedulerView, job: JobState) -> dict[str, float]:
-    """The job's steps/s on each type it can run on: a rate above zero and a pool that holds its gang."""
-    return {t: rate for t, rate in job.rates.items() if rate > 0 and job.scale_factor <= view.cluster.pool(t).gpus}
+        found = {"solver": self.stats.summary(), "config": self.config.to_json()}
+        if self.allocations.restarts_total:
+            found["elastic"] = self.allocations.summary()
+        return found
