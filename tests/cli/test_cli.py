@@ -85,6 +85,9 @@ def test_sweep_cells_are_found_by_content_not_by_path(small_trace: Path, tmp_pat
     done = shockwave("-q", "sweep", "--trace", "w.trace", *args, cwd=first)
     assert done.returncode == 0, done.stderr
     assert "4 computed, 0 reused" in done.stdout
+    assert (
+        "4 of 4 cells finished" in done.stdout and "cells finished" not in done.stderr
+    )  # where compare puts its table
     again = shockwave("-q", "sweep", "--trace", first / "w.trace", *args, cwd=second)  # absolute, elsewhere
     assert "0 computed, 4 reused" in again.stdout, again.stderr
     moved = tmp_path / "moved"

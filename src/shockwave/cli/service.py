@@ -82,12 +82,12 @@ def serve_cmd(
     )
     stop = threading.Event()
     with saying_what_was_kept(_how_to_continue(output, policy, command)), native_output_to_stderr():
-        result = serve(request, stop, command=this_command(), ready=_stopping_on_signals(stop))
+        result = serve(request, stop, command=this_command(), ready=_stopping_on_signals(stop, output))
     print_run_summary(out, result)
     out.print(f"results: {output / 'results.json'}", markup=False, highlight=False)
 
 
-def _stopping_on_signals(stop: threading.Event) -> Callable[[str], None]:
+def _stopping_on_signals(stop: threading.Event, output: Path) -> Callable[[str], None]:
     """What serve calls once it listens: from then on SIGTERM and Ctrl-C set `stop`, so running jobs checkpoint
     before the service ends; a second one ends it at once."""
     import signal
@@ -101,7 +101,7 @@ def _stopping_on_signals(stop: threading.Event) -> Callable[[str], None]:
     def ready(url: str) -> None:
         for signum in (signal.SIGTERM, signal.SIGINT):  # after Ray's own handlers, which would end the process
             signal.signal(signum, stopping)
-        err.print(f"serving on {url} (DIR/endpoint.json has its token)", markup=False, highlight=False)
+        err.print(f"serving on {url} ({output / 'endpoint.json'} has its token)", markup=False, highlight=False)
 
     return ready
 

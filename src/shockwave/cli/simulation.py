@@ -318,6 +318,7 @@ def sweep_cmd(
             console=err,
             show_progress=show_progress(),
             command=this_command(),
+            table=out,
         )
     _report_sweep(run, folder, allow_unfinished)
 

@@ -231,8 +231,10 @@ def run_sweep(
     console: Console,
     show_progress: bool = True,
     command: list[str] | None = None,
+    table: Console | None = None,
 ) -> SweepRun:
-    """Run the cells not already finished in `out`; `command` is recorded in each new cell's provenance."""
+    """Run the cells not already finished in `out`; `command` is recorded in each new cell's provenance. Progress
+    goes to `console`, the summary table to `table` (default: `console`), as compare prints its table."""
     with store.claimed(out, "sweep"):
         cells = build_cells(spec, out)
         store.write_json(out / SPEC_FILE, {"spec": spec.to_json(), "cells": [c.describe() for c in cells]})
@@ -272,7 +274,7 @@ def run_sweep(
             ) from None
         finally:
             results = store.read_cells(out, [c.key for c in cells])
-            render_results(out, console, results, len(cells))
+            render_results(out, table or console, results, len(cells))
         incomplete = [r["cell"]["key"] for r in results if not r["complete"]]
         return SweepRun(len(cells), reused, computed, failed, incomplete)
 
