@@ -51,11 +51,12 @@ def test_what_an_elastic_job_learns_is_saved_as_data(sia_workload: Path, sia_pro
     restored = JobState.restore(0, jobs[0], job.profile, job.state_dict())
     assert (restored.training, restored.measured) == (job.training, job.measured)
     policy = SiaPolicy()
-    policy.allocations.current, policy.allocations.restarts, policy.restoring_until = {0: ("a", 2)}, {0: 3}, {0: 90.0}
+    allocations = policy.allocations
+    allocations.current, allocations.restarts, allocations.restoring_until = {0: ("a", 2)}, {0: 3}, {0: 90.0}
     again = SiaPolicy()
     again.load_state_dict(policy.state_dict())
     assert (again.allocations.current, again.allocations.restarts) == ({0: ("a", 2)}, {0: 3})
-    assert again.restoring_until == {0: 90.0}
+    assert again.allocations.restoring_until == {0: 90.0}
 
 
 @pytest.mark.parametrize("policy", ["sia", "pollux"])

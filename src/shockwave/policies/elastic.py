@@ -1,6 +1,7 @@
-"""What a policy of goodput-adaptive jobs (Sia, Pollux) keeps about them: the configuration (GPU type, GPUs) each
-runs in this round, and how often each has restarted, which both discount a move by (a job's first start is not a
-restart; resuming after a pause is)."""
+"""What a policy of goodput-adaptive jobs (Sia, Pollux, elastic Shockwave) keeps about them: the configuration (GPU
+type, GPUs) each runs in this round, how often each has restarted, which both discount a move by (a job's first
+start is not a restart; resuming after a pause is), and until when a job that moved restores its checkpoint (Sia
+and Shockwave keep such a job where it is)."""
 
 from __future__ import annotations
 
@@ -9,28 +10,35 @@ from typing import Any
 from shockwave.core.kept import KeepsState
 from shockwave.core.policy import SchedulerView
 from shockwave.core.state import JobState
+from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 
 
 class Allocations(KeepsState):
-    kept = ("current", "restarts", "jobs_seen", "restarts_total")
+    kept = ("current", "restarts", "jobs_seen", "restarts_total", "restoring_until")
     current: dict[int, tuple[str, int]]
     restarts: dict[int, int]
     jobs_seen: int
     restarts_total: int
+    restoring_until: dict[int, float]
+    """When each job that started in a new configuration is done restoring its checkpoint."""
 
     def __init__(self) -> None:
-        self.current, self.restarts = {}, {}
+        self.current, self.restarts, self.restoring_until = {}, {}, {}
         self.jobs_seen = self.restarts_total = 0
 
-    def record(self, view: SchedulerView, chosen: dict[int, tuple[str, int]]) -> list[int]:
-        """The next round's configurations; returns the jobs that start in a new one."""
+    def record(self, view: SchedulerView, chosen: dict[int, tuple[str, int]]) -> None:
+        """The next round's configurations."""
         moved = [j for j, config in chosen.items() if self.current.get(j) != config]
         for j in moved:
             if view.jobs[j].run_time_s > 0:
                 self.restarts[j] = self.restarts.get(j, 0) + 1
                 self.restarts_total += 1
+            self.restoring_until[j] = view.now + restart_seconds(view.jobs[j])
         self.current = dict(chosen)
-        return moved
+
+    def restoring(self, now: float) -> dict[int, tuple[str, int]]:
+        """The configuration of each running job still restoring its checkpoint."""
+        return {j: self.current[j] for j, until in self.restoring_until.items() if until > now and j in self.current}
 
     def restarts_of(self, job: JobState) -> int:
         return self.restarts.get(job.id, 0)
@@ -41,6 +49,7 @@ class Allocations(KeepsState):
     def forget(self, job: JobState) -> None:
         self.current.pop(job.id, None)
         self.restarts.pop(job.id, None)
+        self.restoring_until.pop(job.id, None)
 
     def summary(self) -> dict[str, Any]:
         per_job = self.restarts_total / self.jobs_seen if self.jobs_seen else 0.0
@@ -51,3 +60,8 @@ def restart_factor(age_s: float, restarts: int, penalty_s: float) -> float:
     """Share of a job's life left to it if it restarts once more: (age - restarts x penalty) / (age + penalty), at
     least 0 (Pollux's discount of a move; Sia's too, which spares jobs younger than one penalty)."""
     return max(age_s - restarts * penalty_s, 0.0) / (age_s + penalty_s)
+
+
+def restart_seconds(job: JobState) -> float:
+    """What starting in a new configuration costs a job: its application's restart, else Sia's default."""
+    return DEFAULT_RESTART_S if job.spec.restart_s is None else job.spec.restart_s

@@ -31,7 +31,7 @@ change as jobs learn, so the window is solved every round, and only its first ro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,13 +39,14 @@ from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.core.policy import SchedulerView
 from shockwave.core.state import JobState
-from shockwave.policies.shockwave.fairness import FairnessView, FinishTimeTargets, equal_share, fair_finish_estimate
+from shockwave.policies.elastic import restart_seconds
+from shockwave.policies.shockwave.fairness import FairnessView, FinishTimeTargets
 from shockwave.policies.shockwave.market import MarketInputs
 from shockwave.policies.shockwave.predictor import JobForecast
+from shockwave.policies.shockwave.window import WindowRow, forecast_row, window_inputs
 from shockwave.policies.sia.configs import Config, Knowledge, configurations, estimated_goodputs
 from shockwave.workload_model.goodput import GoodputModel
 from shockwave.workload_model.profile import seconds_at
-from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 
 
 @dataclass(frozen=True)
@@ -63,19 +64,6 @@ class ElasticWindow:
     """v_jc before the restart discount (n x columns)."""
     restart_rounds: np.ndarray
     """Rounds a restart takes each job."""
-
-
-@dataclass(frozen=True)
-class _Row:
-    """One job as the window reads it: progress and work in its own units, speeds per column."""
-
-    epochs: float
-    progress: float
-    remaining_s: float
-    epoch_s: float
-    elapsed_s: float
-    after_current_s: float
-    speeds: np.ndarray
 
 
 def window_columns(cluster: ClusterSpec, jobs: list[JobState]) -> list[Config]:
@@ -111,48 +99,25 @@ def observe_window(
     index = {(c.gpu_type, c.gpus): i for i, c in enumerate(columns)}
     now = np.array([index.get(current[j], -1) if j in current else -1 for j in ids])
     rows = [_row(view, job, forecasts, columns) for job in jobs]
-    restarts = np.array([job.spec.restart_s if job.spec.restart_s is not None else DEFAULT_RESTART_S for job in jobs])
+    restarts = np.array([restart_seconds(job) for job in jobs])
     raw = np.array([r.speeds for r in rows])
     kept = np.array([j in pinned for j in ids]) & (now >= 0)
-    speeds = _discounted(raw, now, kept, restarts / (rounds * view.round_seconds))
-    remaining = np.array([r.remaining_s for r in rows])
-    share = equal_share(cluster.gpus, len(ids))
-    if refresh_targets:
-        targets.reestimate(
-            view.round_index,
-            {
-                j: fair_finish_estimate(job.arrival_s, r.elapsed_s, r.remaining_s, share)
-                for j, job, r in zip(ids, jobs, rows, strict=True)
-            },
-        )
     pools = {pool.gpu_type: k for k, pool in enumerate(cluster.pools)}
-    inputs = MarketInputs(
-        scale_factors=np.array([job.scale_factor for job in jobs]),
-        epochs=np.array([r.epochs for r in rows]),
-        progress=np.array([r.progress for r in rows]),
-        remaining_s=remaining,
-        epoch_s=np.array([r.epoch_s for r in rows]),
-        gpus=cluster.gpus,
+    inputs, fairness = window_inputs(
+        view,
+        ids,
+        rows,
+        targets,
         rounds=rounds,
-        round_s=view.round_seconds,
-        gpus_by_type=tuple(pool.gpus for pool in cluster.pools),
-        speeds=speeds,
+        refresh_targets=refresh_targets,
+        speeds=_discounted(raw, now, kept, restarts / (rounds * view.round_seconds)),
         column_types=tuple(pools[c.gpu_type] for c in columns),
         column_gpus=np.repeat(np.array([[c.gpus for c in columns]]), len(ids), axis=0),
-    )
-    fairness = FairnessView(
-        now_s=view.now,
-        share=share,
-        round_s=view.round_seconds,
-        submit_s=np.array([job.arrival_s for job in jobs]),
-        targets_s=np.array([targets.target(j, view.round_index) for j in ids]),
-        remaining_s=remaining,
-        after_current_s=np.array([r.after_current_s for r in rows]),
     )
     return ElasticWindow(inputs, fairness, columns, now, kept, raw, restarts / view.round_seconds)
 
 
-def _row(view: SchedulerView, job: JobState, forecasts: dict[int, JobForecast], columns: list[Config]) -> _Row:
+def _row(view: SchedulerView, job: JobState, forecasts: dict[int, JobForecast], columns: list[Config]) -> WindowRow:
     if not job.spec.elastic:
         return _rigid_row(job, view, forecasts[job.id], columns)
     if view.goodput is None:
@@ -171,7 +136,7 @@ def _discounted(raw: np.ndarray, now: np.ndarray, pinned: np.ndarray, restart_sh
     return np.where(pinned[:, None] & ~own, 0.0, speeds)
 
 
-def _elastic_row(job: JobState, cluster: ClusterSpec, columns: list[Config], model: GoodputModel) -> _Row:
+def _elastic_row(job: JobState, cluster: ClusterSpec, columns: list[Config], model: GoodputModel) -> WindowRow:
     """A goodput-adaptive job: one "epoch" of all its work, T_iso equal-share seconds long."""
     fair_rate = cluster.equal_share_rate(job.scale_factor, job.rate)
     alone_s = seconds_at(job.spec, job.profile, lambda _batch: fair_rate)
@@ -183,32 +148,15 @@ def _elastic_row(job: JobState, cluster: ClusterSpec, columns: list[Config], mod
             estimate[i] = base * job.rate(config.gpu_type) / (fair_rate * job.scale_factor)
     done = min(float(job.steps_done), work)
     remaining_s = (work - done) / base
-    return _Row(1.0, done / work, remaining_s, alone_s, done / base, remaining_s, estimate / base)
+    return WindowRow(1.0, done / work, remaining_s, alone_s, done / base, remaining_s, job.arrival_s, estimate / base)
 
 
-def _rigid_row(job: JobState, view: SchedulerView, forecast: JobForecast, columns: list[Config]) -> _Row:
+def _rigid_row(job: JobState, view: SchedulerView, forecast: JobForecast, columns: list[Config]) -> WindowRow:
     """A rigid job: its forecast as the rigid window reads it, its gang's columns at its speed on each type."""
-    progress = min(job.steps_done / job.iterations_per_epoch, forecast.epochs)
-    forecast.observe(int(progress), job.batch_size, runnable_rates(view, job))
-    remaining = forecast.remaining_runtime(progress)
-    by_type = dict(zip(view.cluster.types, forecast.speeds(job.batch_size), strict=True))
+    row = forecast_row(view, job, forecast)
+    by_type = dict(zip(view.cluster.types, row.speeds, strict=True))
     speeds = np.array([by_type[c.gpu_type] if c.gpus == job.scale_factor else 0.0 for c in columns])
-    left = forecast.epochs - progress
-    epoch_s = remaining / max(left, 1e-9) if left > 0 else 0.0
-    return _Row(
-        float(forecast.epochs),
-        progress,
-        remaining,
-        epoch_s,
-        forecast.elapsed(progress),
-        forecast.after_current(progress),
-        speeds,
-    )
-
-
-def runnable_rates(view: SchedulerView, job: JobState) -> dict[str, float]:
-    """A rigid job's steps/s on each type it can run on: a rate above zero and a pool that holds its gang."""
-    return {t: rate for t, rate in job.rates.items() if rate > 0 and job.scale_factor <= view.cluster.pool(t).gpus}
+    return replace(row, speeds=speeds)
 
 
 def first_round(counts: np.ndarray, window: ElasticWindow, urgency: np.ndarray) -> dict[int, int]:

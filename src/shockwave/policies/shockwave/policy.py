@@ -25,12 +25,10 @@ from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.elastic import Allocations
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.policies.shockwave.elastic import first_round, observe_window, runnable_rates
+from shockwave.policies.shockwave.elastic import first_round, observe_window
 from shockwave.policies.shockwave.fairness import (
     FairnessView,
     FinishTimeTargets,
-    equal_share,
-    fair_finish_estimate,
 )
 from shockwave.policies.shockwave.greedy import critical_floor, late_floor, solve_greedy
 from shockwave.policies.shockwave.market import (
@@ -43,7 +41,7 @@ from shockwave.policies.shockwave.market import (
 from shockwave.policies.shockwave.packing import Placed, TypedRows, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
 from shockwave.policies.shockwave.typed_greedy import solve_typed_greedy
-from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
+from shockwave.policies.shockwave.window import forecast_row, window_inputs
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +94,6 @@ class ShockwavePolicy(Policy):
         "job_set_changed",
         "stats",
         "allocations",
-        "restoring_until",
     )
     forecasts: dict[int, JobForecast]
     targets: FinishTimeTargets
@@ -111,12 +108,12 @@ class ShockwavePolicy(Policy):
     job_set_changed: bool
     stats: SolverStats
     allocations: Allocations
-    """Goodput-adaptive runs: each job's configuration this round, and its restarts."""
-    restoring_until: dict[int, float]
-    """When each goodput-adaptive job that changed configuration is done restoring its checkpoint."""
+    """Goodput-adaptive runs: each job's configuration this round, its restarts and its restore."""
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
+        # a window over configurations (`_plan_elastic`) has its own second-solve slack
+        self._elastic = replace(self.config, welfare_slack=self.config.elastic_welfare_slack)
         self.forecasts = {}
         self.targets = FinishTimeTargets()
         self.plan_start = 0
@@ -126,7 +123,6 @@ class ShockwavePolicy(Policy):
         self.job_set_changed = True
         self.stats = SolverStats()
         self.allocations = Allocations()
-        self.restoring_until = {}
 
     # -- what happened ---------------------------------------------------------------------------------------------
     def job_added(self, view: SchedulerView, job: JobState) -> None:
@@ -141,7 +137,6 @@ class ShockwavePolicy(Policy):
         self.forecasts.pop(job.id, None)
         self.targets.forget(job.id)
         self.allocations.forget(job)
-        self.restoring_until.pop(job.id, None)
         self.job_set_changed = True
 
     def round_executed(self, view: SchedulerView, job: JobState, exec_s: float, steps: int | float) -> None:
@@ -175,22 +170,19 @@ class ShockwavePolicy(Policy):
             self.forecasts,
             self.targets,
             self.allocations.current,
-            {j for j, until in self.restoring_until.items() if until > view.now},
+            set(self.allocations.restoring(view.now)),
             rounds=self.config.future_rounds,
             refresh_targets=self.job_set_changed,
         )
         try:
-            elastic = replace(self.config, welfare_slack=self.config.elastic_welfare_slack)
-            counts = self._market(window.inputs, window.fairness, None, exact=False, config=elastic).by_type
+            counts = self._market(window.inputs, window.fairness, None, exact=False, config=self._elastic).by_type
         except SolverFailure as exc:
             log.warning("round %d: %s; no plan, idle GPUs filled", view.round_index, exc)
             self.stats.fallbacks += 1
             counts = np.zeros((len(ids), len(window.columns)), dtype=int)
         urgency = window.fairness.urgency(self.config.lam, self.config.rhomax)
         chosen = {ids[r]: window.columns[c] for r, c in first_round(counts, window, urgency).items()}
-        for j in self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}):
-            restart = view.jobs[j].spec.restart_s
-            self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
+        self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()})
         self.last_run = {j: c.gpu_type for j, c in chosen.items()}
         self.job_set_changed = False
         self.stats.solves += 1
@@ -231,49 +223,15 @@ class ShockwavePolicy(Policy):
 
     def _observe(self, view: SchedulerView, ids: list[int]) -> tuple[MarketInputs, FairnessView]:
         """Forecast every job and, when the job set changed, refresh the finish-time targets."""
-        jobs = view.jobs
-        forecasts = [self.forecasts[j] for j in ids]
-        progress = np.array(
-            [
-                min(jobs[j].steps_done / jobs[j].iterations_per_epoch, f.epochs)
-                for j, f in zip(ids, forecasts, strict=True)
-            ]
-        )
-        for j, f, p in zip(ids, forecasts, progress, strict=True):
-            f.observe(int(p), jobs[j].batch_size, runnable_rates(view, jobs[j]))
-        remaining = np.array([f.remaining_runtime(p) for f, p in zip(forecasts, progress, strict=True)])
-        epochs = np.array([f.epochs for f in forecasts])
-        share = equal_share(view.cluster.gpus, len(ids))
-        if self.job_set_changed:
-            self.targets.reestimate(
-                view.round_index,
-                {
-                    j: fair_finish_estimate(f.submit_s, f.elapsed(p), r, share)
-                    for j, f, p, r in zip(ids, forecasts, progress, remaining, strict=True)
-                },
-            )
-        inputs = MarketInputs(
-            scale_factors=np.array([jobs[j].scale_factor for j in ids]),
-            epochs=epochs,
-            progress=progress,
-            remaining_s=remaining,
-            epoch_s=np.where(progress < epochs, remaining / np.maximum(epochs - progress, 1e-9), 0.0),
-            gpus=view.cluster.gpus,
+        rows = [forecast_row(view, view.jobs[j], self.forecasts[j]) for j in ids]
+        return window_inputs(
+            view,
+            ids,
+            rows,
+            self.targets,
             rounds=self.config.future_rounds,
-            round_s=view.round_seconds,
-            gpus_by_type=tuple(pool.gpus for pool in view.cluster.pools),
-            speeds=np.array([f.speeds(jobs[j].batch_size) for j, f in zip(ids, forecasts, strict=True)]),
+            refresh_targets=self.job_set_changed,
         )
-        fairness_view = FairnessView(
-            now_s=view.now,
-            share=share,
-            round_s=view.round_seconds,
-            submit_s=np.array([f.submit_s for f in forecasts]),
-            targets_s=np.array([self.targets.target(j, view.round_index) for j in ids]),
-            remaining_s=remaining,
-            after_current_s=np.array([f.after_current(p) for f, p in zip(forecasts, progress, strict=True)]),
-        )
-        return inputs, fairness_view
 
     def _solve(
         self,

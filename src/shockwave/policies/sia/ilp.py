@@ -44,39 +44,29 @@ def choose(
     pinned: Mapping[Hashable, Config] | None = None,
 ) -> dict[Hashable, Config]:
     """Each allocated job's configuration."""
+    pinned = pinned or {}
     # math.pow, not numpy's vectorised power: its kernel (and last bit) depends on the CPU, and this decides plans.
     cost = np.array([min(round(math.pow(max(o.goodput, FLOOR), p), 2), CLIP) - lambda_n for o in options])
-    return assign(options, cost if p > 0 else -cost, capacities, pinned=pinned)
-
-
-def assign(
-    options: Sequence[Option],
-    values: np.ndarray,
-    capacities: Mapping[str, int],
-    *,
-    pinned: Mapping[Hashable, Config] | None = None,
-) -> dict[Hashable, Config]:
-    """The configurations of most total value, at most one per job and per type at most its GPUs; an option
-    worth nothing (or less) is never taken unless pinned, and a pinned job keeps its configuration."""
-    pinned = pinned or {}
-    keep = [i for i, o in enumerate(options) if values[i] > 0 or pinned.get(o.job) == o.config]
+    keep = [
+        i for i, o in enumerate(options) if (cost[i] < 0 if p < 0 else cost[i] > 0) or pinned.get(o.job) == o.config
+    ]
     if not keep:
         return {}
     kept = [options[i] for i in keep]
     jobs = {job: row for row, job in enumerate(dict.fromkeys(o.job for o in kept))}
     types = {t: len(jobs) + k for k, t in enumerate(capacities)}
     rows = [jobs[o.job] for o in kept] + [types[o.config.gpu_type] for o in kept]
-    entries = [1.0] * len(kept) + [float(o.config.gpus) for o in kept]
+    values = [1.0] * len(kept) + [float(o.config.gpus) for o in kept]
     cols = list(range(len(kept))) * 2
-    matrix = csc_matrix((entries, (rows, cols)), shape=(len(jobs) + len(types), len(kept)))
+    matrix = csc_matrix((values, (rows, cols)), shape=(len(jobs) + len(types), len(kept)))
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = len(kept), len(jobs) + len(types)
-    lp.col_cost_ = np.asarray(values, dtype=float)[keep]
+    lp.col_cost_ = cost[keep]
     lp.col_lower_ = np.array([1.0 if pinned.get(o.job) == o.config else 0.0 for o in kept])
     lp.col_upper_ = np.ones(len(kept))
     lp.row_lower_ = np.full(lp.num_row_, -highspy.kHighsInf)
     lp.row_upper_ = np.array([1.0] * len(jobs) + [float(capacities[t]) for t in types])
-    lp.sense_ = highspy.ObjSense.kMaximize
+    lp.sense_ = highspy.ObjSense.kMinimize if p < 0 else highspy.ObjSense.kMaximize
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = matrix.indptr, matrix.indices, matrix.data
     lp.a_matrix_.num_col_, lp.a_matrix_.num_row_ = lp.num_col_, lp.num_row_
@@ -85,6 +75,6 @@ def assign(
     solver.passModel(lp)
     solver.run()
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise SolverFailure(f"the allocation ILP ended {solver.modelStatusToString(solver.getModelStatus())}")
+        raise SolverFailure(f"Sia's allocation ILP ended {solver.modelStatusToString(solver.getModelStatus())}")
     chosen = np.asarray(solver.getSolution().col_value) > 0.5
     return {o.job: o.config for o, on in zip(kept, chosen, strict=True) if on}

@@ -32,10 +32,8 @@ class SiaPolicy(Policy):
     name = "sia"
     plans_gpu_types = True
     adapts_jobs = True
-    kept = ("allocations", "restoring_until")
+    kept = ("allocations",)
     allocations: Allocations
-    restoring_until: dict[int, float]
-    """When each job that changed configuration is done restoring its checkpoint."""
 
     def __init__(self, p: float = -0.5, lambda_n: float = 1.1, project_throughputs: bool = True) -> None:
         if not (math.isfinite(p) and p != 0):
@@ -44,7 +42,7 @@ class SiaPolicy(Policy):
             bound = "> 1 with p < 0 (else no job is worth starting)" if p < 0 else ">= 0"
             raise InputError(f"policy 'sia': lambda_n must be a number {bound}, got {lambda_n!r}")
         self.p, self.lambda_n, self.project = p, lambda_n, project_throughputs
-        self.allocations, self.restoring_until = Allocations(), {}
+        self.allocations = Allocations()
         self._configs: tuple[ClusterSpec, list[Config]] | None = None
 
     def configs(self, cluster: ClusterSpec) -> list[Config]:
@@ -56,15 +54,10 @@ class SiaPolicy(Policy):
         options: list[Option] = []
         for job in view.jobs.values():
             options += self._options(view, job)
-        current = self.allocations.current
-        pinned = {
-            j: Config(*current[j]) for j, until in self.restoring_until.items() if j in current and until > view.now
-        }
+        pinned = {j: Config(*config) for j, config in self.allocations.restoring(view.now).items()}
         capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
         chosen = choose(options, capacities, p=self.p, lambda_n=self.lambda_n, pinned=pinned)
-        for j in self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()}):
-            restart = view.jobs[j].spec.restart_s
-            self.restoring_until[j] = view.now + (DEFAULT_RESTART_S if restart is None else restart)
+        self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()})
         return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
 
     def _options(self, view: SchedulerView, job: JobState) -> list[Option]:
@@ -95,4 +88,3 @@ class SiaPolicy(Policy):
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
         self.allocations.forget(job)
-        self.restoring_until.pop(job.id, None)
