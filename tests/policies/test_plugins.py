@@ -330,6 +330,7 @@ def test_every_built_in_policy_takes_its_constructor_s_parameters() -> None:
         "pollux": {"p"},
         "allox": {*base, "alpha"},
         **{key: {*base, "reference_quirks"} for key in (*quirks, "max_min_fairness_packed")},
+        **{key: {*base, "classes"} for key in ("max_min_fairness", "max_min_fairness_perf")},
         **{
             key: {*base, "entities"}
             for key in ("max_min_fairness_water_filling", "max_min_fairness_water_filling_perf")

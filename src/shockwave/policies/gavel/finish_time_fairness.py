@@ -14,14 +14,8 @@ import cvxpy as cp
 import numpy as np
 
 from shockwave.core.kept import KeepsState
-from shockwave.policies.gavel.lp import (
-    Program,
-    SolverFailure,
-    isolated_allocation,
-    solve,
-    solved,
-    unpacked_program,
-)
+from shockwave.policies.gavel import cone
+from shockwave.policies.gavel.lp import Program, SolverFailure, as_allocation, isolated_allocation, solve, solved
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import packed_program
 
@@ -43,8 +37,8 @@ class FinishTimeFairness(KeepsState):
     def __init__(self, *, reference_quirks: bool = False) -> None:
         self.reference_quirks = reference_quirks
         """Build the program as the reference Gavel does (a maximum over one ratio per job): the same optimum, but
-        ECOS returns the same point among the optimal allocations as the reference, which decides its numbers. The
-        vectorised epigraph is 8-55x faster and is used otherwise."""
+        ECOS returns the same point among the optimal allocations as the reference, which decides its numbers.
+        Otherwise the vectorised epigraph (fewer rows, the same optimum)."""
         self.isolated_time = {}
         self.previous_remaining = {}
         self.previous_iso_rate = {}
@@ -69,37 +63,20 @@ class FinishTimeFairness(KeepsState):
         t_iso = np.array(
             [self.isolated_time[j] + max(inputs.remaining_steps[j], 0) / iso_rate[j] for j in inputs.job_ids]
         )
-        program = self.program(inputs, thr)
-        if self.reference_quirks:
-            return self._solved(inputs, program, self._as_the_reference(program, since, remaining, t_iso), iso_x)
-        t = cp.Variable()
-        constraints = list(program.constraints)
-        busy = remaining > 0
-        if busy.any():
-            rows = np.flatnonzero(busy)
-            rate = program.rates(rows)
-            constraints.append(since[rows] + cp.multiply(remaining[rows], cp.inv_pos(rate)) <= t * t_iso[rows])
-        done = ~busy & (t_iso > 0)
-        if done.any():
-            constraints.append(t >= np.max(since[done] / t_iso[done]))
-        return self._solved(inputs, program, cp.Problem(cp.Minimize(t), constraints), iso_x)
-
-    def program(self, inputs: AllocationInputs, throughputs: np.ndarray) -> Program:
-        return unpacked_program(inputs, throughputs)
-
-    @staticmethod
-    def _solved(inputs: AllocationInputs, program: Program, problem: cp.Problem, iso_x: np.ndarray) -> Allocation:
         try:
-            solve(problem)
-            return program.read(solved(program.x))
+            return self.optimum(inputs, thr, since, remaining, t_iso)
         except SolverFailure:
             return inputs.unflatten(iso_x)
 
-    @staticmethod
-    def _as_the_reference(program: Program, since: np.ndarray, remaining: np.ndarray, t_iso: np.ndarray) -> cp.Problem:
-        ratios = [(since[i] + remaining[i] * cp.inv_pos(program.rate_of(i))) / t_iso[i] for i in range(len(since))]
-        objective = cp.Minimize(ratios[0] if len(ratios) == 1 else cp.maximum(*ratios))
-        return cp.Problem(objective, program.constraints)
+    def optimum(
+        self, inputs: AllocationInputs, thr: np.ndarray, since: np.ndarray, remaining: np.ndarray, t_iso: np.ndarray
+    ) -> Allocation:
+        """The program's optimum, built as matrices for ECOS (`cone`); with `reference_quirks`, the reference's
+        program (one ratio per job: the same optimum, and ECOS's choice among tied optima as in the reference)."""
+        build = cone.finish_time_program_as_the_reference if self.reference_quirks else cone.finish_time_program
+        capacity = np.array(inputs.gpus_by_type, dtype=float)
+        program = build(thr, inputs.scale_factor_matrix(), capacity, since, remaining, t_iso)
+        return as_allocation(inputs, cone.allocation(program.solve(), thr.shape))
 
 
 class FinishTimeFairnessPerf(FinishTimeFairness):
@@ -120,5 +97,34 @@ class FinishTimeFairnessPacked(FinishTimeFairnessPerf):
     name = "finish_time_fairness_packed"
     packs = True
 
-    def program(self, inputs: AllocationInputs, throughputs: np.ndarray) -> Program:
-        return packed_program(inputs)
+    def optimum(
+        self, inputs: AllocationInputs, thr: np.ndarray, since: np.ndarray, remaining: np.ndarray, t_iso: np.ndarray
+    ) -> Allocation:
+        """The program over jobs and pairs, through cvxpy (`packed.packed_program`)."""
+        program = packed_program(inputs)
+        if self.reference_quirks:
+            problem = self._as_the_reference(program, since, remaining, t_iso)
+        else:
+            problem = self._epigraph(program, since, remaining, t_iso)
+        solve(problem)
+        return program.read(solved(program.x))
+
+    @staticmethod
+    def _epigraph(program: Program, since: np.ndarray, remaining: np.ndarray, t_iso: np.ndarray) -> cp.Problem:
+        t = cp.Variable()
+        constraints = list(program.constraints)
+        busy = remaining > 0
+        if busy.any():
+            rows = np.flatnonzero(busy)
+            rate = program.rates(rows)
+            constraints.append(since[rows] + cp.multiply(remaining[rows], cp.inv_pos(rate)) <= t * t_iso[rows])
+        done = ~busy & (t_iso > 0)
+        if done.any():
+            constraints.append(t >= np.max(since[done] / t_iso[done]))
+        return cp.Problem(cp.Minimize(t), constraints)
+
+    @staticmethod
+    def _as_the_reference(program: Program, since: np.ndarray, remaining: np.ndarray, t_iso: np.ndarray) -> cp.Problem:
+        ratios = [(since[i] + remaining[i] * cp.inv_pos(program.rate_of(i))) / t_iso[i] for i in range(len(since))]
+        objective = cp.Minimize(ratios[0] if len(ratios) == 1 else cp.maximum(*ratios))
+        return cp.Problem(objective, program.constraints)

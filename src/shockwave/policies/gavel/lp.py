@@ -67,8 +67,11 @@ def solved(x: cp.Variable) -> np.ndarray:
     return x.value
 
 
-def as_allocation(inputs: AllocationInputs, x: cp.Variable) -> Allocation:
-    return inputs.unflatten(solved(x).clip(min=0.0).clip(max=1.0))
+def as_allocation(inputs: AllocationInputs, x: cp.Variable | np.ndarray) -> Allocation:
+    """A solved x (jobs x types), or its value, as the allocation, each share clipped into [0, 1] (solvers overshoot
+    by their tolerance)."""
+    value = solved(x) if isinstance(x, cp.Variable) else x
+    return inputs.unflatten(value.clip(min=0.0).clip(max=1.0))
 
 
 @dataclass(frozen=True)
