@@ -31,7 +31,7 @@ def proportional_throughputs(inputs: AllocationInputs, throughputs: np.ndarray) 
     """Each job's throughput under an equal split of every type (x_jt = G_t / G, spec §3.2), the max-min normaliser.
     Built as the reference builds it (G_t / m, divided by the largest row sum), so the LP's data are its bits."""
     m = len(inputs.job_ids)
-    x = np.array([[g / m for g in inputs.gpus_by_type] for _ in range(m)])
+    x = np.tile([g / m for g in inputs.gpus_by_type], (m, 1))
     x = x / np.sum(x, axis=1).max()
     return np.sum(np.multiply(throughputs, x), axis=1).reshape((m, 1))
 

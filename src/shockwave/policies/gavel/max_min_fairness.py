@@ -34,11 +34,15 @@ def max_min_allocation(inputs: AllocationInputs, throughputs: np.ndarray, *, by_
     if not by_class:
         x = cone.allocation(cone.max_min_program(coefficients, gangs, capacity).solve(), (m, k))
         return as_allocation(inputs, x)
-    classes, job_class, sizes = np.unique(
-        np.hstack([coefficients, gangs]), axis=0, return_inverse=True, return_counts=True
-    )
+    class_of: dict[tuple[float, ...], int] = {}
+    rows = map(tuple, np.hstack([coefficients, gangs]).tolist())
+    job_class = [class_of.setdefault(row, len(class_of)) for row in rows]
+    classes = np.array(list(class_of))
+    sizes = np.bincount(job_class)
     program = cone.max_min_program(classes[:, :k], classes[:, k:] * sizes[:, None], capacity)
-    return as_allocation(inputs, cone.allocation(program.solve(), (len(classes), k))[job_class.ravel()])
+    x = cone.allocation(program.solve(), (len(classes), k)).clip(min=0.0).clip(max=1.0)
+    shares = [dict(zip(inputs.gpu_types, row, strict=True)) for row in x.tolist()]
+    return {j: shares[c].copy() for j, c in zip(inputs.job_ids, job_class, strict=True)}
 
 
 class _MaxMin(Stateless):

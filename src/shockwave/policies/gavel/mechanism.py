@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Annotated, Any, Protocol
 
 import numpy as np
@@ -83,7 +84,9 @@ class AllocationInputs:
         return sum(self.gpus_by_type)
 
     def throughput_matrix(self) -> np.ndarray:
-        return np.array([[self.throughputs[j][t] for t in self.gpu_types] for j in self.job_ids])
+        rates = itemgetter(*self.gpu_types)
+        rows = [rates(self.throughputs[j]) for j in self.job_ids]
+        return np.array(rows, dtype=float).reshape((len(self.job_ids), len(self.gpu_types)))
 
     def reference_throughput_matrix(self) -> np.ndarray:
         """Every type given the job's V100 throughput (the agnostic variants; the first type without V100s)."""
@@ -91,13 +94,13 @@ class AllocationInputs:
         return np.array([[self.throughputs[j][ref]] * len(self.gpu_types) for j in self.job_ids])
 
     def scale_factor_matrix(self) -> np.ndarray:
-        return np.array([[float(self.scale_factors[j])] * len(self.gpu_types) for j in self.job_ids])
+        return np.repeat(self.column(self.scale_factors)[:, None], len(self.gpu_types), axis=1)
 
     def column(self, values: dict[int, float] | dict[int, int]) -> np.ndarray:
         return np.array([float(values[j]) for j in self.job_ids])
 
     def unflatten(self, x: np.ndarray) -> Allocation:
-        return {j: {t: float(x[i][k]) for k, t in enumerate(self.gpu_types)} for i, j in enumerate(self.job_ids)}
+        return {j: dict(zip(self.gpu_types, row, strict=True)) for j, row in zip(self.job_ids, x.tolist(), strict=True)}
 
 
 class Allocator(Protocol):
