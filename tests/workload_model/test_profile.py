@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from shockwave.workload_model.adaptation import accordion_profile, gns_profile
 from shockwave.workload_model.catalog import FAMILIES
-from shockwave.workload_model.profile import build_profile
+from shockwave.workload_model.profile import build_profile, repeated_sum
 from shockwave.workload_model.throughput import TableThroughputs
 from shockwave.workload_model.trace import read_trace
 
@@ -56,3 +59,23 @@ def test_accordion_first_30_percent_and_regimes() -> None:
     rec = accordion_profile(FAMILIES["Recommendation"], 4096, 100)
     assert rec[60:70] == [4096] * 10 and rec[70] == 8192  # profile keeps the [60,70) window
     assert accordion_profile(FAMILIES["Transformer"], 16, 20) == [16] * 20
+
+
+def _one_by_one(total: float, value: float, times: int) -> float:
+    for _ in range(times):
+        total += value
+    return total
+
+
+@given(
+    st.one_of(st.just(0.0), st.floats(0, 1e16)),
+    st.one_of(
+        st.floats(1e-6, 1e5),
+        st.builds(lambda m, e: m * 2.0**e, st.sampled_from([0.5, 0.25, 1.5, 3.0, 0.1]), st.integers(-12, 12)),
+        st.builds(lambda x, k: math.ulp(x) * k, st.floats(1, 1e6), st.sampled_from([0.5, 1.5, 2.5, 7.25, 40.0])),
+    ),
+    st.integers(0, 5000),
+)
+def test_repeated_sum_is_the_one_by_one_sum_bit_for_bit(total: float, value: float, times: int) -> None:
+    """Jumping through a binade adds what each rounded addition would, ties to even included."""
+    assert repeated_sum(total, value, times) == _one_by_one(total, value, times)

@@ -104,7 +104,7 @@ class ClusterSpec:
     def gpus(self) -> int:
         return sum(pool.gpus for pool in self.pools)
 
-    @property
+    @cached_property
     def types(self) -> tuple[str, ...]:
         return tuple(pool.gpu_type for pool in self.pools)
 
@@ -130,11 +130,13 @@ class ClusterSpec:
 
     def type_of(self, gpu: int) -> str:
         """The GPU type of a cluster-wide GPU id."""
-        for pool in self.pools:
-            if gpu < pool.gpus:
-                return pool.gpu_type
-            gpu -= pool.gpus
-        raise IndexError(gpu)
+        if not 0 <= gpu < len(self._type_by_gpu):
+            raise IndexError(gpu)
+        return self._type_by_gpu[gpu]
+
+    @cached_property
+    def _type_by_gpu(self) -> tuple[str, ...]:
+        return tuple(pool.gpu_type for pool in self.pools for _ in range(pool.gpus))
 
     def server_of(self, gpu: int) -> int:
         """Cluster-wide server id of a GPU (servers hold GPUs of one type)."""

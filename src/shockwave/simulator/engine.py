@@ -47,7 +47,7 @@ class Switched:
     train_s: float
 
 
-@dataclass
+@dataclass(slots=True)
 class Launch:
     job: JobState
     steps: int | float
@@ -290,9 +290,10 @@ class Simulator:
             if self.replay and len(jobs) == 1:
                 self._switch_within_round(launch, rate, assignment.gpu_type)
             launches.append(launch)
-        end = max(launch.finish for launch in launches)
-        for launch in launches:
-            launch.finish = end
+        if len(launches) > 1:
+            end = max(launch.finish for launch in launches)
+            for launch in launches:
+                launch.finish = end
         return launches
 
     def _elastic_launch(
@@ -360,6 +361,8 @@ class Simulator:
         """The job starts anew: it did not run in the round before, or ran on another GPU type (a checkpoint and
         a restart move it); an elastic job also when its GPUs per server change."""
         before = previous.get(job_id)
+        if before == gpus:
+            return False
         if before is None or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0]):
             return True
         job = self.view.jobs.get(job_id)

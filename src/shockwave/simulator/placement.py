@@ -49,7 +49,8 @@ def _place_pool(
         group = [a for a in ordered if a.gpus == size]
         for assignment in group:
             old = _held(assignment, previous)
-            if old is not None and len(old) == size and taken.isdisjoint(old) and all(g in gpu_ids for g in old):
+            kept = old is not None and len(old) == size and gpu_ids.start <= min(old) and max(old) < gpu_ids.stop
+            if kept and taken.isdisjoint(old):
                 placed[assignment] = old
                 taken.update(old)
                 if servers is not None:
@@ -78,6 +79,8 @@ def _place_pool(
 
 def _held(assignment: Assignment, previous: dict[int, tuple[int, ...]]) -> tuple[int, ...] | None:
     """The GPUs the assignment's jobs all held last round, if they held the same ones."""
+    if len(assignment.jobs) == 1:
+        return previous.get(assignment.jobs[0])
     held = {previous.get(job) for job in assignment.jobs}
     return held.pop() if len(held) == 1 else None
 

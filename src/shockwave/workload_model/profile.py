@@ -52,13 +52,40 @@ class JobProfile:
     @cached_property
     def t_isolated(self) -> float:
         # Summed epoch by epoch, as the reference does: n * d differs from it in the last bits.
-        return sum(itertools.chain.from_iterable(itertools.repeat(d, n) for _, n, d in self.runs))
+        total = 0.0
+        for _, n, d in self.runs:
+            total = repeated_sum(total, d, n)
+        return total
 
     @cached_property
     def least_seconds(self) -> float:
         """Time alone without the part of the last epoch the job never trains: a bound T_iso (whole epochs, the
         reference's, which rho keeps) is not, by up to an epoch per job."""
         return self.t_isolated - (1.0 - self.last_epoch_share) * self.runs[-1][2]
+
+
+def repeated_sum(total: float, value: float, times: int) -> float:
+    """total + value + value + ... (`times` float additions, each rounded as Python rounds it), bit for bit, in a few
+    steps per binade instead of one per addition (a Gavel job can have millions of epochs). While the sum stays in
+    one binade [2^e, 2^(e+1)) every addition adds the same multiple of its spacing u, unless value / u ends in .5
+    (round-half-even then alternates): those additions are made one by one."""
+    while times > 0:
+        if not (math.isfinite(total) and math.isfinite(value)) or total < value or total <= 0:
+            total, times = total + value, times - 1
+            continue
+        spacing = math.ulp(total)
+        ratio = value / spacing
+        step = (total + value) - total
+        if step == 0 and ratio != math.floor(ratio) + 0.5:
+            return total  # each addition rounds back to total
+        top = 2.0 ** math.frexp(total)[1]
+        safe = int((top - spacing - total - value) // step) - 1 if step > 0 else 0
+        if ratio == math.floor(ratio) + 0.5 or safe < 1:
+            total, times = total + value, times - 1
+            continue
+        jump = min(times, safe)
+        total, times = total + jump * step, times - jump
+    return total
 
 
 def isolated_time(job: Job, profile: JobProfile, throughputs: ThroughputModel, cluster: ClusterSpec) -> float:

@@ -12,6 +12,7 @@ and the model records it, so a result can say which of its numbers rest on one.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import reprlib
 from collections.abc import Iterable, Mapping
@@ -218,13 +219,24 @@ def colocated_rates(
 
 
 def _parse_key(key: str, path: Path) -> tuple[str, int]:
-    try:
-        job_type, sf = ast.literal_eval(key)
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-        raise InputError(f"key {key!r} is not of the form \"('<job type>', <scale factor>)\"", path=path) from None
+    parsed = _literal_pair(key)
+    if parsed is None:
+        raise InputError(f"key {key!r} is not of the form \"('<job type>', <scale factor>)\"", path=path)
+    job_type, sf = parsed
     if not isinstance(job_type, str) or not isinstance(sf, int) or isinstance(sf, bool) or sf < 1:
         raise InputError(f"key {key!r} must hold a job type string and a scale factor >= 1", path=path)
     return job_type, sf
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal_pair(key: str) -> tuple[object, object] | None:
+    """The two literals of a key (a table names each partner once per entry, so keys repeat thousands of times:
+    read each once), or None where it is not a pair of literals."""
+    try:
+        first, second = ast.literal_eval(key)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        return None
+    return first, second
 
 
 class Estimate(NamedTuple):

@@ -15,17 +15,18 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-import cvxpy as cp
 import numpy as np
 
 from shockwave.core.kept import KeepsState
 from shockwave.policies.gavel.lp import SolverFailure, as_allocation, base_constraints, solve
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import Combinations
+from shockwave.policies.solvers.modelling import cp
 from shockwave.workload_model.prices import Prices, prices_of
 
 log = logging.getLogger(__name__)
-SOLVED = (cp.OPTIMAL, cp.OPTIMAL_INACCURATE)
+SOLVED = ("optimal", "optimal_inaccurate")
+"""cvxpy's statuses with a usable point (its OPTIMAL and OPTIMAL_INACCURATE)."""
 
 
 def slo_rates(inputs: AllocationInputs) -> tuple[list[int], np.ndarray]:

@@ -10,7 +10,6 @@ left bound t from below only. A failed solve falls back to the isolated allocati
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
 from shockwave.core.kept import KeepsState
@@ -18,6 +17,7 @@ from shockwave.policies.gavel import cone
 from shockwave.policies.gavel.lp import Program, SolverFailure, as_allocation, isolated_allocation, solve, solved
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.gavel.packed import packed_program
+from shockwave.policies.solvers.modelling import cp
 
 
 class FinishTimeFairness(KeepsState):

@@ -12,11 +12,11 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs
 from shockwave.policies.solvers.highs import SolverFailure
+from shockwave.policies.solvers.modelling import cp
 
 SOLVER = "ECOS"
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def solved(x: cp.Variable) -> np.ndarray:
 def as_allocation(inputs: AllocationInputs, x: cp.Variable | np.ndarray) -> Allocation:
     """A solved x (jobs x types), or its value, as the allocation, each share clipped into [0, 1] (solvers overshoot
     by their tolerance)."""
-    value = solved(x) if isinstance(x, cp.Variable) else x
+    value = x if isinstance(x, np.ndarray) else solved(x)
     return inputs.unflatten(value.clip(min=0.0).clip(max=1.0))
 
 

@@ -9,7 +9,6 @@ gang: a job's throughput sums its rate alone and its own rate in each pair it ru
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
@@ -17,6 +16,7 @@ from shockwave.policies.gavel import cone
 from shockwave.policies.gavel.lp import as_allocation, proportional_throughputs, solve, solved
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
 from shockwave.policies.gavel.packed import Classes, Combinations
+from shockwave.policies.solvers.modelling import cp
 
 
 def max_min_allocation(inputs: AllocationInputs, throughputs: np.ndarray, *, by_class: bool = False) -> Allocation:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import cvxpy as cp
-
 from shockwave.policies.gavel.lp import as_allocation, base_constraints, solve
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
+from shockwave.policies.solvers.modelling import cp
 
 
 class MaxSumThroughput(Stateless):

@@ -99,8 +99,9 @@ class AllocationInputs:
     def column(self, values: dict[int, float] | dict[int, int]) -> np.ndarray:
         return np.array([float(values[j]) for j in self.job_ids])
 
-    def unflatten(self, x: np.ndarray) -> Allocation:
-        return {j: dict(zip(self.gpu_types, row, strict=True)) for j, row in zip(self.job_ids, x.tolist(), strict=True)}
+    def unflatten(self, x: np.ndarray | list[list[float]]) -> Allocation:
+        rows = np.asarray(x, dtype=float).tolist()
+        return {j: dict(zip(self.gpu_types, row, strict=True)) for j, row in zip(self.job_ids, rows, strict=True)}
 
 
 class Allocator(Protocol):

@@ -6,12 +6,12 @@ until the bracket ratio is below 1.05, widening x10 when nothing is feasible; th
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
 from shockwave.policies.gavel.lp import Program, solve, unpacked_program
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
 from shockwave.policies.gavel.packed import packed_program
+from shockwave.policies.solvers.modelling import cp
 
 LOW_S, HIGH_S, RATIO = 100.0, 1e6, 1.05
 

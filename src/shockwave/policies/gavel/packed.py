@@ -12,12 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
 from shockwave.policies.gavel.lp import Program
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Entry, PairRates
+from shockwave.policies.solvers.modelling import cp
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import warnings
 
-import cvxpy as cp
 import numpy as np
 
 from shockwave.policies.gavel.lp import SolverFailure
 from shockwave.policies.gavel.mechanism import Allocation, AllocationInputs, Stateless
 from shockwave.policies.gavel.water_filling import WaterFillingProblem
+from shockwave.policies.solvers.modelling import cp
 
 SOLVER = "CLARABEL"
 
