@@ -41,6 +41,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sia_reference.py $(if $(SIA_ARTIFACT),--artifact $(SIA_ARTIFACT))
 	$(BIN)/python benchmarks/packed_runtime.py
 	$(BIN)/python benchmarks/gavel_policy_runtime.py --reference-policies $(or $(GAVEL_POLICIES),/tmp/gavel_ref)
+	$(BIN)/python benchmarks/gavel_simulation_cpu.py $(if $(GAVEL_SCHEDULER),--reference-scheduler $(GAVEL_SCHEDULER) \
+		--reference-python $(or $(GAVEL_PYTHON),python3) --reference-pythonpath $(GAVEL_PYTHONPATH))
 	$(BIN)/python benchmarks/gavel_reference.py
 	$(BIN)/python benchmarks/gavel_figure8.py
 	$(BIN)/python benchmarks/service_latency.py

@@ -87,7 +87,7 @@ def theirs(case: Case, args: argparse.Namespace) -> tuple[float, float]:
     command = [
         args.reference_python, "scripts/drivers/simulate_scheduler_with_generated_jobs.py", "-c", "36:36:36",
         "-p", case.policy, "--seed", "0", "-l", str(case.lam), "-s", "400", "-e", "600", "-i", "360",
-        "--throughputs_file", "simulation_throughputs.json", "--solver", "ECOS",
+        "--throughputs_file", "simulation_throughputs.json", "--solver", "ECOS", "-v",
         *(["--generate-multi-gpu-jobs"] if case.multi_gpu else []),
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": args.reference_pythonpath or "", "OMP_NUM_THREADS": "1"}
