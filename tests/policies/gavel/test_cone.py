@@ -79,11 +79,8 @@ def _finish_time_as_the_reference(x: cp.Variable, case: dict[str, np.ndarray]) -
 
 BUILT = {
     "max_min": (_max_min, lambda c: cone.max_min_program(c["rates"], c["gangs"], c["capacity"])),
-    "finish_time": (_finish_time, lambda c: cone.finish_time_program(**c)),
-    "finish_time_as_the_reference": (
-        _finish_time_as_the_reference,
-        lambda c: cone.finish_time_program_as_the_reference(**c),
-    ),
+    "finish_time": (_finish_time, lambda c: cone.FinishTimes(**c).epigraph()),
+    "finish_time_as_the_reference": (_finish_time_as_the_reference, lambda c: cone.FinishTimes(**c).as_the_reference()),
 }
 
 

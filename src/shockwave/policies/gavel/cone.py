@@ -127,61 +127,57 @@ def max_min_program(coefficients: np.ndarray, gangs: np.ndarray, capacity: np.nd
     return g.program(1 + m * k, g.count, ())
 
 
-def finish_time_program(
-    rates: np.ndarray,
-    gangs: np.ndarray,
-    capacity: np.ndarray,
-    since: np.ndarray,
-    remaining: np.ndarray,
-    t_iso: np.ndarray,
-) -> ConeProgram:
-    """minimise t with since_j + remaining_j u_j <= t T_j for jobs with steps left, and t >= since_j / T_j for
-    jobs without (the vectorised epigraph of `FinishTimeFairness`)."""
-    m, k = rates.shape
-    busy = np.flatnonzero(remaining > 0)
-    done = (remaining <= 0) & (t_iso > 0)
-    first_u = 1 + m * k
-    g = _Rows()
-    _cluster_rows(g, gangs, capacity)
-    g.add(
-        np.concatenate([np.arange(len(busy)), np.arange(len(busy))]),
-        np.concatenate([np.zeros(len(busy), int), first_u + np.arange(len(busy))]),
-        np.concatenate([-t_iso[busy], remaining[busy]]),
-        -since[busy],
-    )
-    if done.any():
-        g.add(np.zeros(1, int), np.zeros(1, int), -np.ones(1), [-np.max(since[done] / t_iso[done])])
-    linear = g.count
-    _rate_cones(g, rates, busy, first_u)
-    return g.program(first_u + len(busy), linear, (3,) * len(busy))
+@dataclass(frozen=True)
+class FinishTimes:
+    """What a finish-time-fairness program reads, per job: its rate per type and gang (jobs x types), the time since
+    it arrived, its steps left and T_j (its isolated-equivalent time); and the GPUs of each type."""
 
+    rates: np.ndarray
+    gangs: np.ndarray
+    capacity: np.ndarray
+    since: np.ndarray
+    remaining: np.ndarray
+    t_iso: np.ndarray
 
-def finish_time_program_as_the_reference(
-    rates: np.ndarray,
-    gangs: np.ndarray,
-    capacity: np.ndarray,
-    since: np.ndarray,
-    remaining: np.ndarray,
-    t_iso: np.ndarray,
-) -> ConeProgram:
-    """minimise max_j (since_j + remaining_j u_j) / T_j, one ratio per job as the reference writes it. A lone job's
-    ratio is the objective itself: cvxpy then drops since / T and puts u first."""
-    m, k = rates.shape
-    if m == 1:
+    def epigraph(self) -> ConeProgram:
+        """minimise t with since_j + remaining_j u_j <= t T_j for jobs with steps left, and t >= since_j / T_j for
+        jobs without (the vectorised epigraph of `FinishTimeFairness`)."""
+        m, k = self.rates.shape
+        busy = np.flatnonzero(self.remaining > 0)
+        done = (self.remaining <= 0) & (self.t_iso > 0)
+        first_u = 1 + m * k
         g = _Rows()
-        _cluster_rows(g, gangs, capacity)
+        _cluster_rows(g, self.gangs, self.capacity)
+        g.add(
+            np.concatenate([np.arange(len(busy)), np.arange(len(busy))]),
+            np.concatenate([np.zeros(len(busy), int), first_u + np.arange(len(busy))]),
+            np.concatenate([-self.t_iso[busy], self.remaining[busy]]),
+            -self.since[busy],
+        )
+        if done.any():
+            g.add(np.zeros(1, int), np.zeros(1, int), -np.ones(1), [-np.max(self.since[done] / self.t_iso[done])])
         linear = g.count
-        _rate_cones(g, rates, np.arange(1), 0)
-        return g.program(1 + k, linear, (3,), objective=float(remaining[0] * (1 / t_iso[0])))
-    first_u = 1 + m * k
-    g = _Rows()
-    g.add(
-        np.concatenate([np.arange(m), np.arange(m)]),
-        np.concatenate([np.zeros(m, int), first_u + np.arange(m)]),
-        np.concatenate([-np.ones(m), remaining * (1 / t_iso)]),
-        -(since * (1 / t_iso)),
-    )
-    _cluster_rows(g, gangs, capacity)
-    linear = g.count
-    _rate_cones(g, rates, np.arange(m), first_u)
-    return g.program(first_u + m, linear, (3,) * m)
+        _rate_cones(g, self.rates, busy, first_u)
+        return g.program(first_u + len(busy), linear, (3,) * len(busy))
+
+    def as_the_reference(self) -> ConeProgram:
+        """minimise max_j (since_j + remaining_j u_j) / T_j, one ratio per job as the reference writes it. A lone
+        job's ratio is the objective itself: cvxpy then drops since / T and puts u first."""
+        m, k = self.rates.shape
+        g = _Rows()
+        if m == 1:
+            _cluster_rows(g, self.gangs, self.capacity)
+            linear = g.count
+            _rate_cones(g, self.rates, np.arange(1), 0)
+            return g.program(1 + k, linear, (3,), objective=float(self.remaining[0] * (1 / self.t_iso[0])))
+        first_u = 1 + m * k
+        g.add(
+            np.concatenate([np.arange(m), np.arange(m)]),
+            np.concatenate([np.zeros(m, int), first_u + np.arange(m)]),
+            np.concatenate([-np.ones(m), self.remaining * (1 / self.t_iso)]),
+            -(self.since * (1 / self.t_iso)),
+        )
+        _cluster_rows(g, self.gangs, self.capacity)
+        linear = g.count
+        _rate_cones(g, self.rates, np.arange(m), first_u)
+        return g.program(first_u + m, linear, (3,) * m)

@@ -73,9 +73,9 @@ class FinishTimeFairness(KeepsState):
     ) -> Allocation:
         """The program's optimum, built as matrices for ECOS (`cone`); with `reference_quirks`, the reference's
         program (one ratio per job: the same optimum, and ECOS's choice among tied optima as in the reference)."""
-        build = cone.finish_time_program_as_the_reference if self.reference_quirks else cone.finish_time_program
         capacity = np.array(inputs.gpus_by_type, dtype=float)
-        program = build(thr, inputs.scale_factor_matrix(), capacity, since, remaining, t_iso)
+        times = cone.FinishTimes(thr, inputs.scale_factor_matrix(), capacity, since, remaining, t_iso)
+        program = times.as_the_reference() if self.reference_quirks else times.epigraph()
         return as_allocation(inputs, cone.allocation(program.solve(), thr.shape))
 
 
