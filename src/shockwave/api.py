@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shockwave.core.cluster import ClusterSpec
+from shockwave.datasets import locate
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.model import Result
 from shockwave.simulator.engine import Progress
@@ -45,7 +46,9 @@ def simulate(
 
     `cluster` is a `--cluster` string (`"v100:32,k80:16"`), a GPU count of the default type, or a ClusterSpec;
     `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
-    Shockwave's hyperparameters (an object or a JSON file); `batch_sizes` replays a real run's batch-size schedules;
+    Shockwave's hyperparameters (an object or a JSON file); `trace`, `throughputs` and `config` may name bundled
+    datasets (`shockwave.datasets`: "canonical-120", "tacc", "tacc-32gpus", ...); `batch_sizes` replays a real
+    run's batch-size schedules;
     `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws;
     `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`, or `KEY=VALUE` texts as
     `--policy-param` writes them), each one it must declare;
@@ -59,12 +62,12 @@ def simulate(
     if round_seconds is not None:
         mech = mech.with_round_seconds(round_seconds)
     summary, _ = simulate_files(
-        Path(trace),
+        locate(trace, "trace"),
         policy,
         spec,
         mech,
-        None if throughputs is None else Path(throughputs),
-        Path(config) if isinstance(config, str) else config,
+        None if throughputs is None else locate(throughputs, "throughputs"),
+        locate(config, "config") if isinstance(config, str | Path) else config,
         on_round,
         None if batch_sizes is None else Path(batch_sizes),
         window,

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from shockwave import __version__
-from shockwave.cli import cluster, service, simulation, trace
+from shockwave.cli import cluster, datasets, service, simulation, trace
 from shockwave.cli.common import err, out
 from shockwave.core.errors import InputError
 from shockwave.workload_model.trace import TraceError
@@ -27,7 +27,7 @@ app = typer.Typer(
     help=HELP, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None
 )
 app.add_typer(trace.app, name="trace")
-for commands in (simulation.app, cluster.app, service.app):
+for commands in (simulation.app, cluster.app, service.app, datasets.app):
     app.add_typer(commands)  # no name: their commands are the root's own (`shockwave simulate`, `shockwave serve`)
 
 

@@ -17,15 +17,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from shockwave.core.errors import InputError, Interrupted
+from shockwave.datasets import Kind, locate
 
 # Piped output (CI logs, `| tee`) gets a width that fits the comparison table instead of rich's 80 columns.
 out = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
 
+def dataset_or_file(kind: Kind) -> Callable[[str], Path]:
+    """An option's parser: a file, or the name of a bundled dataset of `kind` (`shockwave datasets`)."""
+    return lambda text: locate(text, kind)
+
+
 ThroughputsOpt = Annotated[
     Path | None,
-    typer.Option("--throughputs", help="Gavel/Shockwave throughput JSON; default: the built-in throughput model."),
+    typer.Option(
+        "--throughputs",
+        parser=dataset_or_file("throughputs"),
+        help="Gavel/Shockwave throughput JSON, or a bundled table (tacc, wisr, gavel); default: the built-in model.",
+    ),
 ]
 
 
@@ -39,7 +49,14 @@ MECHANICS_HELP = (
 MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
 
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Shockwave hyperparameters (JSON).")]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        parser=dataset_or_file("config"),
+        help="Shockwave hyperparameters (JSON), or a bundled configuration (tacc-32gpus, ...).",
+    ),
+]
 
 
 RoundSecondsOpt = Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")]

@@ -25,6 +25,7 @@ from shockwave.cli.common import (
     RoundSecondsOpt,
     ThroughputsOpt,
     as_list,
+    dataset_or_file,
     err,
     exit_if_unfinished,
     native_output_to_stderr,
@@ -54,7 +55,14 @@ if TYPE_CHECKING:
 
 
 # Options of several commands here.
-TraceOpt = Annotated[Path, typer.Option("--trace", help="Trace file (12-column TSV).")]
+TraceOpt = Annotated[
+    Path,
+    typer.Option(
+        "--trace",
+        parser=dataset_or_file("trace"),
+        help="Trace file (12-column TSV, or Gavel's), or a bundled trace (canonical-120, ...: `shockwave datasets`).",
+    ),
+]
 GpusPerServerOpt = Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")]
 
 # Options of `simulate` alone.
@@ -84,7 +92,9 @@ ReferenceConfigOpt = Annotated[
     Path | None,
     typer.Option(
         "--config",
-        help="Shockwave hyperparameters (a reference configurations/*.json); default: the tacc_32gpus values.",
+        parser=dataset_or_file("config"),
+        help="Shockwave hyperparameters (a reference configuration: a file, or bundled: tacc-32gpus, scale-64gpus, "
+        "...); default: the tacc-32gpus values.",
     ),
 ]
 BatchSizesOpt = Annotated[
@@ -283,7 +293,10 @@ SweepClustersOpt = Annotated[
 def sweep_cmd(
     spec_file: SweepFileArg = None,
     output: Annotated[Path | None, typer.Option("--out", help="Results folder (finished cells are kept).")] = None,
-    traces: Annotated[list[Path] | None, typer.Option("--trace", help="Trace file (repeatable).")] = None,
+    traces: Annotated[
+        list[Path] | None,
+        typer.Option("--trace", parser=dataset_or_file("trace"), help="Trace file or bundled trace (repeatable)."),
+    ] = None,
     generate: GenerateOpt = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
     clusters: SweepClustersOpt = None,
