@@ -18,7 +18,8 @@
     gpus = 64
     config = "scale_64gpus.json"
 
-Relative paths are relative to the TOML file. Flags override the file's top-level keys and add traces.
+Relative paths are relative to the TOML file; a bundled dataset's name (`shockwave datasets`) works for a file.
+Flags override the file's top-level keys and add traces.
 
 `Case` and `SweepSpec` are pydantic dataclasses (a spec built in code is type-checked too); a TOML table goes
 through the checks below first, whose messages name the sweep file's keys.
@@ -36,6 +37,7 @@ from pydantic.dataclasses import dataclass
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
+from shockwave.datasets import DATASETS, Kind, names
 from shockwave.io.jsonfile import read_toml
 from shockwave.io.text import SWEEP_LIMIT
 from shockwave.workload_model.gavel_generator import GavelWorkload
@@ -126,8 +128,8 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
     spec = SweepSpec(
         policies=_policies(raw.get("policies", []), base, source),
         seeds=_ints(raw.get("seeds", [0]), "seeds", source, minimum=0),
-        throughputs=_path(raw.get("throughputs"), base, "throughputs", source),
-        config=_path(raw.get("config"), base, "config", source),
+        throughputs=_path(raw.get("throughputs"), base, "throughputs", "throughputs", source),
+        config=_path(raw.get("config"), base, "config", "config", source),
         mechanics=_string(raw.get("mechanics", "corrected"), "mechanics", source),
         round_seconds=_number(raw.get("round_seconds", 120.0), "round_seconds", source),
         gpus_per_server=_one_int(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1),
@@ -138,7 +140,7 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
         *_clusters(raw.get("clusters", []), "clusters", source),
     ]
     spec.cases += product(
-        _paths(raw.get("traces", []), base, "traces", source),
+        _paths(raw.get("traces", []), base, "traces", "trace", source),
         _generators(raw.get("generate", []), "generate", source),
         sizes,
         source,
@@ -152,8 +154,8 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
             raise InputError(f"{where} needs exactly one of 'trace' and 'generate'", path=source)
         if ("gpus" in entry) == ("cluster" in entry):
             raise InputError(f"{where} needs exactly one of 'gpus' and 'cluster'", path=source)
-        config = _path(entry.get("config"), base, f"{where}.config", source)
-        traces = [_path(entry["trace"], base, f"{where}.trace", source)] if "trace" in entry else []
+        config = _path(entry.get("config"), base, f"{where}.config", "config", source)
+        traces = [_path(entry["trace"], base, f"{where}.trace", "trace", source)] if "trace" in entry else []
         generators = _generators([entry["generate"]], f"{where}.generate", source) if "generate" in entry else []
         sizes = (
             _ints(entry["gpus"], f"{where}.gpus", source, minimum=1)
@@ -268,18 +270,22 @@ def _string(value: Any, key: str, source: Path | None) -> str:
     return value
 
 
-def _path(value: Any, base: Path, key: str, source: Path | None) -> Path | None:
+def _path(value: Any, base: Path, key: str, kind: Kind, source: Path | None) -> Path | None:
+    """A file relative to the sweep file, or a bundled dataset's name (`shockwave datasets`)."""
     if value is None:
         return None
-    path = base / _string(value, key, source)
+    text = _string(value, key, source)
+    path = base / text
+    if not path.is_file() and text in names(kind):
+        return DATASETS[text].path
     if not path.is_file():
-        raise InputError(f"'{key}' names a file that does not exist: {path}", path=source)
+        raise InputError(f"'{key}' names no file and no bundled {kind} dataset: {path}", path=source)
     return path
 
 
-def _paths(value: Any, base: Path, key: str, source: Path | None) -> list[Path]:
+def _paths(value: Any, base: Path, key: str, kind: Kind, source: Path | None) -> list[Path]:
     values = value if isinstance(value, list) else [value]
-    return [p for v in values if (p := _path(v, base, key, source)) is not None]
+    return [p for v in values if (p := _path(v, base, key, kind, source)) is not None]
 
 
 def _tables(value: Any, key: str, source: Path | None) -> list[dict[str, Any]]:
