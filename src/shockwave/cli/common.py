@@ -195,7 +195,14 @@ def simulation_progress() -> Iterator[Callable[[Any], None] | None]:
         yield on_round
 
 
-PoliciesOpt = Annotated[str, typer.Option("--policies", help="Comma-separated names or file.py:Class, or 'all'.")]
+PoliciesOpt = Annotated[
+    str,
+    typer.Option(
+        "--policies",
+        help="Comma-separated names, file.py:Class or groups: published (Shockwave and its paper's baselines), gavel, "
+        "heterogeneity-aware, packed, all.",
+    ),
+]
 
 
 ParallelOpt = Annotated[
@@ -205,11 +212,10 @@ ParallelOpt = Annotated[
 
 def parse_policies(text: str) -> list[str]:
     from shockwave.policies.plugins import absolute_spec
-    from shockwave.policies.registry import POLICIES
+    from shockwave.policies.registry import expand_groups
 
-    if text.strip() == "all":
-        return list(POLICIES)
-    return [absolute_spec(p.strip()) for p in text.split(",") if p.strip()]  # a file: from here, not a sweep file
+    names = expand_groups(p.strip() for p in text.split(",") if p.strip())
+    return [absolute_spec(name) for name in names]  # a file: from here, not a sweep file
 
 
 def worker_count(requested: int | None) -> int:

@@ -228,7 +228,7 @@ def compare_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json/csv and figures/.")],
     gpus: GpusOpt = None,
     cluster: ClusterOpt = None,
-    policies: PoliciesOpt = "all",
+    policies: PoliciesOpt = "published",
     throughputs: ThroughputsOpt = None,
     config: ConfigOpt = None,
     mechanics: MechanicsOpt = "corrected",
@@ -300,7 +300,9 @@ def sweep_cmd(
     generate: GenerateOpt = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
     clusters: SweepClustersOpt = None,
-    policies: Annotated[str | None, typer.Option("--policies", help="Comma-separated names, or 'all'.")] = None,
+    policies: Annotated[
+        str | None, typer.Option("--policies", help="Comma-separated names or groups (published, all, ...).")
+    ] = None,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Generator seeds, comma-separated.")] = None,
     throughputs: ThroughputsOpt = None,
     config: ConfigOpt = None,

@@ -221,16 +221,14 @@ def _scalar(value: str, where: str) -> float | int:
 
 # -- checks ------------------------------------------------------------------------------------------------------------
 def _policies(value: Any, base: Path, source: Path | None) -> list[str]:
-    from shockwave.policies.registry import POLICIES, canonical_names
+    from shockwave.policies.registry import canonical_names, expand_groups
 
-    if value == "all":
-        return list(POLICIES)
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InputError("'policies' must be a list of names or \"all\"", path=source)
+        raise InputError('\'policies\' must be a list of names or groups ("all", "published", ...)', path=source)
     try:
-        return canonical_names(value, base=base)  # a policy file relative to the sweep file
+        return canonical_names(expand_groups(value), base=base)  # a policy file relative to the sweep file
     except InputError as exc:
         raise InputError(str(exc) if exc.path else exc.reason, path=source, field="policies") from None
 

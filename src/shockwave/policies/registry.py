@@ -107,6 +107,31 @@ def _entry(name: str, cls: Callable[..., Any], label: str, origin: str, path: Pa
 POLICIES = {name: _entry(name, cls, name, f"policy {name!r}") for name, cls in BUILTIN.items()}
 
 
+OWN_MECHANISM = ("shockwave", "themis", "sia", "pollux")
+"""The built-ins with a round mechanism of their own; every other one runs on Gavel's."""
+GROUPS: dict[str, tuple[str, ...]] = {
+    "published": (
+        "shockwave", "max_min_fairness", "finish_time_fairness", "allox", "gandiva_fair", "max_sum_throughput_perf",
+        "min_total_duration",
+    ),
+    "gavel": tuple(name for name in POLICIES if name not in OWN_MECHANISM),
+    "heterogeneity-aware": (
+        "shockwave", "sia", "pollux", "allox",
+        *(name for name in POLICIES if "_perf" in name or "_packed" in name),
+    ),
+    "packed": tuple(name for name in POLICIES if "packed" in name or name == "gandiva"),
+    "all": tuple(POLICIES),
+}  # fmt: skip
+"""Names that stand for several policies wherever a list of policies is taken. `published`: Shockwave and the
+baselines its paper compares it with (its artifact's published canonical-trace set), `compare`'s default."""
+
+
+def expand_groups(names: Iterable[str]) -> list[str]:
+    """`names` with each group replaced by its policies, every policy once, in order."""
+    expanded = (policy for name in names for policy in GROUPS.get(name, (name,)))
+    return list(dict.fromkeys(expanded))
+
+
 def known_policies() -> list[str]:
     """Built-in policies, then installed packages' (entry points) that do not reuse a built-in name."""
     taken = {*POLICIES, *ALIASES}
