@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from shockwave.cli.common import parse_policies
-from shockwave.policies.registry import GROUPS, OWN_MECHANISM, POLICIES, expand_groups
+from shockwave.policies.builtin import BUILTIN
+from shockwave.policies.names import BUILTIN_NAMES
+from shockwave.policies.registry import ALIASES, GROUPS, OWN_MECHANISM, POLICIES, expand_groups
 
 
 def test_published_is_shockwave_and_its_papers_baselines() -> None:
@@ -26,3 +28,11 @@ def test_groups_name_known_policies_and_all_is_every_one() -> None:
 def test_groups_mix_with_names_each_policy_once_in_order() -> None:
     assert parse_policies("fifo, published ,shockwave")[:3] == ["fifo", "shockwave", "max_min_fairness"]
     assert parse_policies("fifo,published,shockwave").count("shockwave") == 1
+
+
+def test_help_names_are_the_built_ins() -> None:
+    """`simulate --help` lists the built-ins from a light module: it must name exactly BUILTIN's, and the aliases."""
+    assert tuple(BUILTIN) == BUILTIN_NAMES
+    from shockwave.cli.simulation import POLICY_HELP
+
+    assert all(alias in POLICY_HELP for alias in ALIASES if alias != "max_sum_throughput")

@@ -10,6 +10,7 @@ import shutil
 import sqlite3
 import stat
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,19 @@ def test_a_gpu_type_the_throughput_model_lacks_is_refused_before_the_service_sta
     with pytest.raises(InputError, match=r"built-in throughput model has no rates for GPU type 'a100'"):
         serve(request(tmp_path, cluster="a100:32"), threading.Event(), backend_on(World(), []))
     assert not (tmp_path / "journal.sqlite").exists()
+
+
+def test_status_explains_rho_and_gives_no_finish_for_a_job_that_will_not_finish(tmp_path: Path) -> None:
+    queue = Store(tmp_path, clock=lambda: 1.0e9)
+    queue.submit(spec("kept", steps=500))
+    queue.submit(spec("dropped", steps=500))
+    with sqlite3.connect(tmp_path / "service.sqlite") as db:
+        db.execute("UPDATE jobs SET estimated_finish_s = 2000000000, rho = 1.25")
+        db.execute("UPDATE jobs SET state = 'cancelled' WHERE name = 'dropped'")
+    console = Console(record=True, width=300)
+    console.print(queue_table(queue.jobs()))
+    shown = console.export_text()
+    rows = {line.split("│")[2].strip(): line for line in shown.splitlines() if line.count("│") > 3}
+    year = time.strftime("%Y", time.localtime(2000000000))
+    assert year in rows["kept"] and year not in rows["dropped"] and "1.25" in rows["kept"]
+    assert "rho: finish-time fairness" in shown

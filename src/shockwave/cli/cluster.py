@@ -94,7 +94,10 @@ ReallocSecondsOpt = Annotated[
 def run_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
     trace: Annotated[
-        Path | None, typer.Option("--trace", parser=dataset_or_file("trace"), help="Trace file or bundled trace.")
+        Path | None,
+        typer.Option(
+            "--trace", parser=dataset_or_file("trace"), metavar="<path|name>", help="Trace file or bundled trace."
+        ),
     ] = None,
     policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,

@@ -34,6 +34,7 @@ ThroughputsOpt = Annotated[
     typer.Option(
         "--throughputs",
         parser=dataset_or_file("throughputs"),
+        metavar="<path|name>",
         help="Gavel/Shockwave throughput JSON, or a bundled table (tacc, wisr, gavel); default: the built-in model.",
     ),
 ]
@@ -54,6 +55,7 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         parser=dataset_or_file("config"),
+        metavar="<path|name>",
         help="Shockwave hyperparameters (JSON), or a bundled configuration (tacc-32gpus, ...).",
     ),
 ]

@@ -42,6 +42,7 @@ from shockwave.cli.common import (
 )
 from shockwave.core.errors import InputError, require_extra
 from shockwave.io.atomic import ensure_writable
+from shockwave.policies.names import BUILTIN_NAMES
 from shockwave.results.provenance import this_command, with_command
 from shockwave.workload_model.generator import GeneratorParams, generate
 from shockwave.workload_model.throughput import load_throughputs
@@ -60,12 +61,14 @@ TraceOpt = Annotated[
     typer.Option(
         "--trace",
         parser=dataset_or_file("trace"),
+        metavar="<path|name>",
         help="Trace file (12-column TSV, or Gavel's), or a bundled trace (canonical-120, ...: `shockwave datasets`).",
     ),
 ]
 GpusPerServerOpt = Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")]
 
 # Options of `simulate` alone.
+POLICY_HELP = f"A built-in policy ({', '.join(BUILTIN_NAMES)}), an alias (gavel, ossp, mst) or file.py:Class."
 RestartSecondsOpt = Annotated[
     float | None,
     typer.Option("--restart-seconds", help="Time a (re)started job loses (default: the preset's 20 s)."),
@@ -93,6 +96,7 @@ ReferenceConfigOpt = Annotated[
     typer.Option(
         "--config",
         parser=dataset_or_file("config"),
+        metavar="<path|name>",
         help="Shockwave hyperparameters (a reference configuration: a file, or bundled: tacc-32gpus, scale-64gpus, "
         "...); default: the tacc-32gpus values.",
     ),
@@ -135,7 +139,7 @@ ProfilesOpt = Annotated[
 @app.command("simulate")
 def simulate_cmd(
     trace: TraceOpt,
-    policy: Annotated[str, typer.Option("--policy", help="Name or alias (gavel, themis, ...) or file.py:Class.")],
+    policy: Annotated[str, typer.Option("--policy", help=POLICY_HELP)],
     gpus: GpusOpt = None,
     cluster: ClusterOpt = None,
     gpus_per_server: GpusPerServerOpt = 1,
@@ -295,7 +299,12 @@ def sweep_cmd(
     output: Annotated[Path | None, typer.Option("--out", help="Results folder (finished cells are kept).")] = None,
     traces: Annotated[
         list[Path] | None,
-        typer.Option("--trace", parser=dataset_or_file("trace"), help="Trace file or bundled trace (repeatable)."),
+        typer.Option(
+            "--trace",
+            parser=dataset_or_file("trace"),
+            metavar="<path|name>",
+            help="Trace file or bundled trace (repeatable).",
+        ),
     ] = None,
     generate: GenerateOpt = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,

@@ -37,8 +37,16 @@ def local_time(unix_s: float | None) -> str:
     return "-" if unix_s is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(unix_s))
 
 
+RHO_CAPTION = (
+    "rho: finish-time fairness, the job's expected completion time over its time on an equal share of the cluster "
+    "(at most 1: no later than on its fair share)"
+)
+WAITING = ("queued", "running")
+"""States with a finish ahead of them (the others' estimate, if any, is stale)."""
+
+
 def queue_table(jobs: list[Job]) -> Table:
-    table = Table()
+    table = Table(caption=RHO_CAPTION, caption_justify="left")
     for header in ("id", "job", "state", "GPUs", "progress", "est. finish", "rho", "reason"):
         table.add_column(header, justify="right" if header in ("id", "progress", "rho") else "left")
     for job in jobs:
@@ -48,7 +56,7 @@ def queue_table(jobs: list[Job]) -> Table:
             f"[{STATE_STYLES[job.state]}]{job.state}[/]",
             escape(gpus_of(job)),
             progress_of(job),
-            local_time(job.estimated_finish_s),
+            local_time(job.estimated_finish_s if job.state in WAITING else None),
             "-" if job.rho is None else f"{job.rho:.2f}",
             escape(job.reason or ""),
         )
