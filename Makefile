@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BASE := $(VENV)/.installed-base
 
 .PHONY: demo test browser bench fidelity readme-tables sia-table lint clean
 
@@ -13,12 +14,17 @@ $(BIN)/python:
 # torch is pinned first so pip takes the CPU build this machine provides; an unpinned torch pulls GBs of CUDA.
 TORCH ?= 2.13.0
 
-$(STAMP): pyproject.toml constraints.txt Makefile | $(BIN)/python
+# The demo needs the package alone (about 600 MB); the tests, benchmarks and real runs add Ray, torch and the test tools.
+$(BASE): pyproject.toml constraints.txt Makefile | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
+	touch $(BASE)
+
+$(STAMP): $(BASE)
 	$(BIN)/python -m pip install --quiet "torch==$(TORCH)"
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,cluster,workloads]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(BASE)
 	$(BIN)/shockwave demo
 
 # The dashboard's browser test drives Debian's Chromium through its chromedriver (nothing is downloaded by hand).
