@@ -26,11 +26,22 @@ PLAIN_TEXT = {"text.parse_math": False}
 and a `$` in one is text to show, not mathtext that fails to draw."""
 
 
+MANY = 10
+"""Above this many policies, the palette grows past tab10, the rho CDF's legend moves under it in three columns and
+the timeline's takes two."""
+
+
 def colors(policies: list[str]) -> dict[str, Any]:
-    """One color per policy, the same in every figure of a run (Shockwave always the first)."""
-    palette = plt.get_cmap("tab10").colors
+    """One color per policy, the same in every figure of a run (Shockwave always the first), none repeated: tab10
+    for up to ten, then tab20 and its two companions (60 distinct colors), then a continuous map."""
     ordered = sorted(policies, key=lambda p: (p != "shockwave", policies.index(p)))
-    return {p: palette[i % len(palette)] for i, p in enumerate(ordered)}
+    if len(ordered) <= MANY:
+        palette = list(plt.get_cmap("tab10").colors)
+    else:
+        palette = [c for name in ("tab20", "tab20b", "tab20c") for c in plt.get_cmap(name).colors]
+    if len(ordered) > len(palette):
+        palette = [plt.get_cmap("turbo")(x) for x in np.linspace(0.0, 1.0, len(ordered))]
+    return {p: palette[i] for i, p in enumerate(ordered)}
 
 
 def save(fig: plt.Figure, stem: Path) -> list[Path]:
@@ -54,35 +65,47 @@ def _subtitle(results: list[dict[str, Any]]) -> str:
     )
 
 
-@plt.rc_context(PLAIN_TEXT)
 def metric_bars(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+    return save(metric_bars_figure(results), stem)
+
+
+@plt.rc_context(PLAIN_TEXT)
+def metric_bars_figure(results: list[dict[str, Any]]) -> plt.Figure:
+    """The four headline metrics as bars lying down, one per policy, names on the y axis and the figure as tall as
+    they need: no name overlaps another at any number of policies."""
     policies = [r["policy"] for r in results]
     palette = colors(policies)
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
+    fig, axes = plt.subplots(2, 2, figsize=(13, max(6.5, 2.2 + 0.5 * len(results))), layout="constrained")
     for ax, (key, title, unit, scale) in zip(axes.flat, HEADLINE, strict=True):
         values = [r[key] * scale for r in results]
-        bars = ax.bar(range(len(results)), values, color=[palette[p] for p in policies])
+        bars = ax.barh(range(len(results)), values, color=[palette[p] for p in policies])
         ax.bar_label(bars, fmt="%.2f" if scale == 1.0 or unit == "hours" else "%.1f", fontsize=8, padding=2)
+        ax.set_yticks(range(len(results)), policies, fontsize=8)
+        ax.invert_yaxis()
         ax.set_title(title)
-        ax.set_ylabel(unit)
-        ax.set_xticks(range(len(results)), policies, rotation=30, ha="right", fontsize=8)
-        ax.margins(y=0.15)
+        ax.set_xlabel(unit)
+        ax.margins(x=0.2)
         if key == "makespan_s":
             bound = results[0]["makespan_lower_bound_s"] * scale
-            ax.axhline(bound, color="black", linestyle="--", linewidth=1, label=f"lower bound {bound:.2f} h")
-            ax.legend(loc="lower right", fontsize=8)
+            ax.axvline(bound, color="black", linestyle="--", linewidth=1, label=f"lower\nbound\n{bound:.2f} h")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)  # beside: over no bar or label
         if key == "worst_ftf":
-            ax.axhline(1.0, color="black", linestyle=":", linewidth=1, label="ρ = 1 (fair share)")
-            ax.legend(loc="upper left", fontsize=8)
+            ax.axvline(1.0, color="black", linestyle=":", linewidth=1, label="ρ = 1\n(fair\nshare)")
+            ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     fig.suptitle(f"Headline metrics per policy\n{_subtitle(results)}")
-    fig.tight_layout()
-    return save(fig, stem)
+    return fig
+
+
+def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+    return save(rho_cdf_figure(results), stem)
 
 
 @plt.rc_context(PLAIN_TEXT)
-def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+def rho_cdf_figure(results: list[dict[str, Any]]) -> plt.Figure:
+    """One CDF of rho per policy; the legend beside the plot, never over it."""
     palette = colors([r["policy"] for r in results])
-    fig, ax = plt.subplots(figsize=(8, 5))
+    many = len(results) > MANY
+    fig, ax = plt.subplots(figsize=(12, 9) if many else (10, 5), layout="constrained")
     for r in results:
         rhos = np.sort([job["ftf"] for job in r["jobs"]])
         ax.step(
@@ -98,14 +121,19 @@ def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
     ax.set_ylabel("fraction of jobs with ρ at most x")
     ax.set_ylim(0, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    place = {"loc": "outside lower center", "ncols": 3} if many else {"loc": "outside right upper"}
+    fig.legend(fontsize=8, **place)
     ax.set_title(f"Distribution of finish-time fairness\n{_subtitle(results)}")
-    fig.tight_layout()
-    return save(fig, stem)
+    return fig
+
+
+def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+    return save(timeline_figure(results), stem)
 
 
 @plt.rc_context(PLAIN_TEXT)
-def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
+def timeline_figure(results: list[dict[str, Any]]) -> plt.Figure:
+    """Jobs running and GPUs busy in each round, per policy; the legend beside both plots."""
     palette = colors([r["policy"] for r in results])
     fig, (jobs_ax, gpus_ax) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     # Shockwave is drawn last and thicker so the other policies do not hide it.
@@ -133,10 +161,11 @@ def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
         loc="center left",
         bbox_to_anchor=(1.0, 0.5),
         fontsize=8,
+        ncols=2 if len(results) > MANY else 1,
     )
     fig.suptitle(f"Cluster activity over time\n{_subtitle(results)}")
     fig.tight_layout()
-    return save(fig, stem)
+    return fig
 
 
 def comparison_figures(results: list[dict[str, Any]], folder: Path) -> list[Path]:
