@@ -92,6 +92,9 @@ class Policy(KeepsState):
     def round_failed(self, view: SchedulerView, job: JobState) -> None:
         """A job ran in a round but made no progress (it crashed, or never got to train)."""
 
+    def cluster_emptied(self, view: SchedulerView) -> None:
+        """No job is active and no round is planned until the next arrival (`Mechanics.realloc_when_cluster_empty`)."""
+
     def summary(self) -> dict[str, Any]:
         """Policy-specific additions to the run's result object."""
         return {}

@@ -251,6 +251,8 @@ class Simulator:
     def idle(self, loop: SchedulingLoop) -> bool:
         """Wait for the next arrival (the next `advance` moves the clock there), unless none is to come or the
         reference's quirk ends the run when the cluster empties."""
+        if self.mechanics.realloc_when_cluster_empty:
+            self.policy.cluster_emptied(self.view)
         return not self.mechanics.stop_when_cluster_empty and bool(self.queue)
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:

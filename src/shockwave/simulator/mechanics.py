@@ -59,6 +59,10 @@ class Mechanics:
     """After the cluster sat idle until an arrival, the next round's execution times are measured from the end of
     the last round that ran, gap included (the reference Gavel simulator's quirk, GAVEL_SPEC §7 item 5): it inflates
     the time records that set priorities, and the utilisation."""
+    realloc_when_cluster_empty: bool = False
+    """When the last active job leaves, a recompute that is due happens at once, over no jobs, and the next one waits
+    `min_realloc_interval_s` from there: the reference Gavel simulator runs its scheduling step even with no job
+    active (GAVEL_SPEC §4.2), so a job arriving soon after the cluster emptied waits for the next recompute."""
 
     def restart_cost(self, gang: int) -> float:
         return next((cost for size, cost in self.restart_cost_by_gang if size == gang), self.restart_cost_s)
@@ -135,6 +139,7 @@ PRESETS = {
         deadline_factor=None,
         finish_past_last_step=True,
         stale_round_start_after_idle=True,
+        realloc_when_cluster_empty=True,
         reference_policy_quirks=True,
     ),
     "corrected": Mechanics(

@@ -62,6 +62,11 @@ class Fifo(KeepsState):
             free[gpu_type] -= gang
         return one_hot(inputs, self.running)
 
+    def forget_finished(self) -> None:
+        """Every job has finished: the reference's FIFO, asked over no jobs, drops them all, handing their types to
+        no one (the next arrivals are placed by the draw, not on a finished job's type)."""
+        self.running = {}
+
     def _allocate_as_the_reference(self, inputs: AllocationInputs) -> None:
         gangs, rates = inputs.scale_factors, inputs.throughputs
         free = dict(zip(inputs.gpu_types, inputs.gpus_by_type, strict=True))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, runtime_checkable
 
 import numpy as np
 from pydantic import PlainSerializer, PlainValidator
@@ -122,6 +122,13 @@ class Allocator(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Take up what `state_dict` returned."""
+        ...
+
+
+@runtime_checkable
+class ForgetsFinished(Protocol):
+    def forget_finished(self) -> None:
+        """Asked to allocate over no jobs: drop what is kept for jobs that have finished."""
         ...
 
 
@@ -354,7 +361,12 @@ class GavelPolicy(Policy):
                 times[entry] = reseed
                 self.worker_time[gpu_type] += reseed
         self.last_realloc_s = view.now
-        self.allocation = self.allocator.allocate(AllocationInputs.from_view(view, pairs)) if view.jobs else {}
+        if view.jobs:
+            self.allocation = self.allocator.allocate(AllocationInputs.from_view(view, pairs))
+        else:  # the reference asks its policy over no jobs too; FIFO then drops its finished jobs' types
+            self.allocation = {}
+            if isinstance(self.allocator, ForgetsFinished):
+                self.allocator.forget_finished()
         self._changed()
         self.needs_realloc = False
 
@@ -380,15 +392,25 @@ class GavelPolicy(Policy):
         priorities[(shares == 0) | (table.rates[gpu_type] <= 0)] = 0.0
         return np.lexsort((-shares, -deficits, -priorities)), priorities
 
+    def _realloc_due(self, view: SchedulerView) -> bool:
+        # The first recompute happens at time 0 and leaves the clock at 0, so the reference recomputes again at
+        # the next change: hence "or last == 0" (spec §4.2).
+        return self.needs_realloc and (
+            view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
+        )
+
+    def cluster_emptied(self, view: SchedulerView) -> None:
+        """The reference runs its scheduling step with no job active too: a recompute that is due happens now, over
+        no jobs, and the next arrival waits for the one after (spec §4.2)."""
+        if self._realloc_due(view):
+            self._types(view)
+            self._reallocate(view, {})
+
     def plan(self, view: SchedulerView) -> RoundPlan:
         self._types(view)
         self.credited = set()
         table = self._table(view)
-        # The first recompute happens at time 0 and leaves the clock at 0, so the reference recomputes again at
-        # the next change: hence "or last == 0" (spec §4.2).
-        if self.needs_realloc and (
-            view.now - self.last_realloc_s >= self.min_realloc_interval_s or self.last_realloc_s == 0
-        ):
+        if self._realloc_due(view):
             self._reallocate(view, table.pair_rates())
         order = type_order(view.cluster)
         if not self.allocator.heterogeneity_aware:
