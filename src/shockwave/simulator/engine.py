@@ -158,12 +158,13 @@ class Simulator:
         job, m = launch.job, self.mechanics
         exec_s = launch.finish - self.round_start
         factor = 1.0
-        restarted = previous is not None and self._restarts(job.id, launch.gpus, previous)
-        if (
-            not self._starts_up(job)
-            and restarted
-            and exec_s != 0
+        if (  # cheapest tests first: a restart that costs nothing changes nothing (factor (x - 0) / x is 1)
+            exec_s != 0
             and exec_s > m.round_seconds - m.restart_cost_margin_s
+            and not self._starts_up(job)
+            and self._restart_cost(job) != 0
+            and previous is not None
+            and self._restarts(job.id, launch.gpus, previous)
         ):
             cost = min(self._restart_cost(job), exec_s)
             factor = (exec_s - cost) / exec_s
@@ -281,11 +282,14 @@ class Simulator:
         now, length = self.view.now, self.mechanics.round_seconds
         launches = []
         for job, rate in zip(jobs, rates, strict=True):
-            restarting = self._restarts(job.id, placement[job.id], previous) or job.id in self.switched
-            startup = self._startup(job, restarting=restarting)
-            if job.spec.elastic:
-                launches.append(self._elastic_launch(job, assignment.gpu_type, placement[job.id], startup, restarting))
-                continue
+            startup = 0.0  # a job whose restarts cost no time at its round's start: whether it restarts is moot here
+            if job.spec.elastic or self._starts_up(job):
+                restarting = self._restarts(job.id, placement[job.id], previous) or job.id in self.switched
+                startup = self._startup(job, restarting=restarting)
+                if job.spec.elastic:
+                    gpus = placement[job.id]
+                    launches.append(self._elastic_launch(job, assignment.gpu_type, gpus, startup, restarting))
+                    continue
             steps = min(self._whole(job, rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
             launch = Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches)
