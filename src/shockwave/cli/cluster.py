@@ -19,7 +19,7 @@ from shockwave.cli.common import (
     RayClusterOpt,
     RoundSecondsOpt,
     ThroughputsOpt,
-    dataset_or_file,
+    dataset_option,
     err,
     exit_if_unfinished,
     native_output_to_stderr,
@@ -93,12 +93,7 @@ ReallocSecondsOpt = Annotated[
 @app.command("run")
 def run_cmd(
     output: Annotated[Path, typer.Option("--out", help="Folder for results.json, the journal and checkpoints.")],
-    trace: Annotated[
-        Path | None,
-        typer.Option(
-            "--trace", parser=dataset_or_file("trace"), metavar="<path|name>", help="Trace file or bundled trace."
-        ),
-    ] = None,
+    trace: Annotated[Path | None, dataset_option("--trace", "trace", "Trace file or bundled trace.")] = None,
     policy: Annotated[str | None, typer.Option("--policy", help="Policy name or alias, or file.py:Class.")] = None,
     gpus: Annotated[int | None, typer.Option("--gpus", min=1, help="GPUs to schedule.")] = None,
     cluster: RayClusterOpt = None,

@@ -29,13 +29,17 @@ def dataset_or_file(kind: Kind) -> Callable[[str], Path]:
     return lambda text: locate(text, kind)
 
 
+def dataset_option(flag: str, kind: Kind, help: str) -> Any:
+    """A typer option taking a file or a bundled dataset's name of `kind`."""
+    return typer.Option(flag, parser=dataset_or_file(kind), metavar="<path|name>", help=help)
+
+
 ThroughputsOpt = Annotated[
     Path | None,
-    typer.Option(
+    dataset_option(
         "--throughputs",
-        parser=dataset_or_file("throughputs"),
-        metavar="<path|name>",
-        help="Gavel/Shockwave throughput JSON, or a bundled table (tacc, wisr, gavel); default: the built-in model.",
+        "throughputs",
+        "Gavel/Shockwave throughput JSON, or a bundled table (tacc, wisr, gavel); default: the built-in model.",
     ),
 ]
 
@@ -52,11 +56,8 @@ MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
 
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option(
-        "--config",
-        parser=dataset_or_file("config"),
-        metavar="<path|name>",
-        help="Shockwave hyperparameters (JSON), or a bundled configuration (tacc-32gpus, ...).",
+    dataset_option(
+        "--config", "config", "Shockwave hyperparameters (JSON), or a bundled configuration (tacc-32gpus, ...)."
     ),
 ]
 

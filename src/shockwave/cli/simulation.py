@@ -25,7 +25,7 @@ from shockwave.cli.common import (
     RoundSecondsOpt,
     ThroughputsOpt,
     as_list,
-    dataset_or_file,
+    dataset_option,
     err,
     exit_if_unfinished,
     native_output_to_stderr,
@@ -58,11 +58,10 @@ if TYPE_CHECKING:
 # Options of several commands here.
 TraceOpt = Annotated[
     Path,
-    typer.Option(
+    dataset_option(
         "--trace",
-        parser=dataset_or_file("trace"),
-        metavar="<path|name>",
-        help="Trace file (12-column TSV, or Gavel's), or a bundled trace (canonical-120, ...: `shockwave datasets`).",
+        "trace",
+        "Trace file (12-column TSV, or Gavel's), or a bundled trace (canonical-120, ...: `shockwave datasets`).",
     ),
 ]
 GpusPerServerOpt = Annotated[int, typer.Option("--gpus-per-server", help="GPUs per server.")]
@@ -93,12 +92,11 @@ SwitchByGangOpt = Annotated[
 ]
 ReferenceConfigOpt = Annotated[
     Path | None,
-    typer.Option(
+    dataset_option(
         "--config",
-        parser=dataset_or_file("config"),
-        metavar="<path|name>",
-        help="Shockwave hyperparameters (a reference configuration: a file, or bundled: tacc-32gpus, scale-64gpus, "
-        "...); default: the tacc-32gpus values.",
+        "config",
+        "Shockwave hyperparameters (a reference configuration: a file, or bundled: tacc-32gpus, scale-64gpus, ...); "
+        "default: the tacc-32gpus values.",
     ),
 ]
 BatchSizesOpt = Annotated[
@@ -298,13 +296,7 @@ def sweep_cmd(
     spec_file: SweepFileArg = None,
     output: Annotated[Path | None, typer.Option("--out", help="Results folder (finished cells are kept).")] = None,
     traces: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--trace",
-            parser=dataset_or_file("trace"),
-            metavar="<path|name>",
-            help="Trace file or bundled trace (repeatable).",
-        ),
+        list[Path] | None, dataset_option("--trace", "trace", "Trace file or bundled trace (repeatable).")
     ] = None,
     generate: GenerateOpt = None,
     gpus: Annotated[str | None, typer.Option("--gpus", help="Cluster sizes, comma-separated.")] = None,
