@@ -19,7 +19,7 @@ def test_groups_name_known_policies_and_all_is_every_one() -> None:
     assert expand_groups(["all"]) == list(POLICIES)
     for members in GROUPS.values():
         assert set(members) <= set(POLICIES) and len(set(members)) == len(members)
-    assert not set(GROUPS["gavel"]) & set(OWN_MECHANISM)
+    assert not set(GROUPS["gavel-all"]) & set(OWN_MECHANISM)
     assert {"max_min_fairness_packed", "gandiva", "fifo_packed"} <= set(GROUPS["packed"])
     assert {"sia", "max_min_fairness_perf"} <= set(GROUPS["heterogeneity-aware"])
     assert "max_min_fairness" not in GROUPS["heterogeneity-aware"]
@@ -36,3 +36,7 @@ def test_help_names_are_the_built_ins() -> None:
     from shockwave.cli.simulation import POLICY_HELP
 
     assert all(alias in POLICY_HELP for alias in ALIASES if alias != "max_sum_throughput")
+
+
+def test_gavel_stays_the_alias_of_max_min_fairness() -> None:
+    assert expand_groups(["gavel"]) == ["gavel"] and "gavel" not in GROUPS

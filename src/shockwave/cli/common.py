@@ -202,8 +202,8 @@ PoliciesOpt = Annotated[
     str,
     typer.Option(
         "--policies",
-        help="Comma-separated names, file.py:Class or groups: published (Shockwave and its paper's baselines), gavel, "
-        "heterogeneity-aware, packed, all.",
+        help="Comma-separated names, file.py:Class or groups: published (Shockwave and its paper's baselines), "
+        "gavel-all, heterogeneity-aware, packed, all.",
     ),
 ]
 
