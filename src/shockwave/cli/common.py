@@ -24,14 +24,9 @@ out = Console(width=None if sys.stdout.isatty() else 140)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 130)
 
 
-def dataset_or_file(kind: Kind) -> Callable[[str], Path]:
-    """An option's parser: a file, or the name of a bundled dataset of `kind` (`shockwave datasets`)."""
-    return lambda text: locate(text, kind)
-
-
 def dataset_option(flag: str, kind: Kind, help: str) -> Any:
-    """A typer option taking a file or a bundled dataset's name of `kind`."""
-    return typer.Option(flag, parser=dataset_or_file(kind), metavar="<path|name>", help=help)
+    """A typer option taking a file or a bundled dataset's name of `kind` (`shockwave datasets`)."""
+    return typer.Option(flag, parser=lambda text: locate(text, kind), metavar="<path|name>", help=help)
 
 
 ThroughputsOpt = Annotated[

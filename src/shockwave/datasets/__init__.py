@@ -80,10 +80,11 @@ DATASETS: dict[str, Dataset] = {
 }
 
 
-def locate(value: str | Path, kind: Kind) -> Path:
-    """The file `value` names: an existing file as it is, else the bundled dataset of that name and kind, else the
-    path as given (its reader then says it is missing, and that `shockwave datasets` lists the names)."""
-    path = Path(value)
+def locate(value: str | Path, kind: Kind, base: Path = Path()) -> Path:
+    """The file `value` names, relative to `base`: an existing file as it is, else the bundled dataset of that name
+    and kind, else the path as given (its reader then says it is missing, and that `shockwave datasets` lists the
+    names)."""
+    path = base / value
     if path.exists():
         return path
     dataset = DATASETS.get(str(value))

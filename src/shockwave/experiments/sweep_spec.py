@@ -37,7 +37,7 @@ from pydantic.dataclasses import dataclass
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
-from shockwave.datasets import DATASETS, Kind, names
+from shockwave.datasets import Kind, locate
 from shockwave.io.jsonfile import read_toml
 from shockwave.io.text import SWEEP_LIMIT
 from shockwave.workload_model.gavel_generator import GavelWorkload
@@ -272,10 +272,7 @@ def _path(value: Any, base: Path, key: str, kind: Kind, source: Path | None) -> 
     """A file relative to the sweep file, or a bundled dataset's name (`shockwave datasets`)."""
     if value is None:
         return None
-    text = _string(value, key, source)
-    path = base / text
-    if not path.is_file() and text in names(kind):
-        return DATASETS[text].path
+    path = locate(_string(value, key, source), kind, base)
     if not path.is_file():
         raise InputError(f"'{key}' names no file and no bundled {kind} dataset: {path}", path=source)
     return path

@@ -162,11 +162,11 @@ class Simulator:
             exec_s != 0
             and exec_s > m.round_seconds - m.restart_cost_margin_s
             and not self._starts_up(job)
-            and self._restart_cost(job) != 0
+            and (restart_cost := self._restart_cost(job)) != 0
             and previous is not None
             and self._restarts(job.id, launch.gpus, previous)
         ):
-            cost = min(self._restart_cost(job), exec_s)
+            cost = min(restart_cost, exec_s)
             factor = (exec_s - cost) / exec_s
             exec_s -= cost
         steps = launch.steps if factor == 1.0 else self._whole(job, launch.steps * factor)
@@ -282,17 +282,17 @@ class Simulator:
         now, length = self.view.now, self.mechanics.round_seconds
         launches = []
         for job, rate in zip(jobs, rates, strict=True):
+            gpus = placement[job.id]
             startup = 0.0  # a job whose restarts cost no time at its round's start: whether it restarts is moot here
             if job.spec.elastic or self._starts_up(job):
-                restarting = self._restarts(job.id, placement[job.id], previous) or job.id in self.switched
+                restarting = self._restarts(job.id, gpus, previous) or job.id in self.switched
                 startup = self._startup(job, restarting=restarting)
                 if job.spec.elastic:
-                    gpus = placement[job.id]
                     launches.append(self._elastic_launch(job, assignment.gpu_type, gpus, startup, restarting))
                     continue
             steps = min(self._whole(job, rate * (length - startup)), job.remaining_steps)
             finish = max(now, now + startup + steps / rate)
-            launch = Launch(job, steps, finish, placement[job.id], startup, holds_gpus=not launches)
+            launch = Launch(job, steps, finish, gpus, startup, holds_gpus=not launches)
             if self.replay and len(jobs) == 1:
                 self._switch_within_round(launch, rate, assignment.gpu_type)
             launches.append(launch)

@@ -74,13 +74,13 @@ def repeated_sum(total: float, value: float, times: int) -> float:
             total, times = total + value, times - 1
             continue
         spacing = math.ulp(total)
-        ratio = value / spacing
+        tie = (value / spacing) % 1.0 == 0.5  # round-half-even: the increment alternates with total's last bit
         step = (total + value) - total
-        if step == 0 and ratio != math.floor(ratio) + 0.5:
+        if step == 0 and not tie:
             return total  # each addition rounds back to total
         top = 2.0 ** math.frexp(total)[1]
         safe = int((top - spacing - total - value) // step) - 1 if step > 0 else 0
-        if ratio == math.floor(ratio) + 0.5 or safe < 1:
+        if tie or safe < 1:
             total, times = total + value, times - 1
             continue
         jump = min(times, safe)
