@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE := $(VENV)/.installed-base
 
-.PHONY: demo test browser bench fidelity readme-tables sia-table lint clean
+.PHONY: demo test browser bench fidelity docs docs-tables sia-table lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,14 +14,15 @@ $(BIN)/python:
 # torch is pinned first so pip takes the CPU build this machine provides; an unpinned torch pulls GBs of CUDA.
 TORCH ?= 2.13.0
 
-# The demo needs the package alone (about 600 MB); the tests, benchmarks and real runs add Ray, torch and the test tools.
+# The demo needs the package alone (about 600 MB); the tests, benchmarks and real runs add Ray, torch, the test and
+# docs tools.
 $(BASE): pyproject.toml constraints.txt Makefile | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
 	touch $(BASE)
 
 $(STAMP): $(BASE)
 	$(BIN)/python -m pip install --quiet "torch==$(TORCH)"
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,cluster,workloads]"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e ".[dev,docs,cluster,workloads]"
 	touch $(STAMP)
 
 demo: $(BASE)
@@ -57,18 +58,23 @@ bench: $(STAMP)
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py
 
-# README's results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
+# Sia's Table 3/4 (docs/reproducing.md) from a copy of Sia's artifact, which cannot ship here (no licence).
 sia-table: $(STAMP)
 	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))
-	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --write --figure benchmarks/figures/sia_rho_cdf.png
+	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --write --figure docs/figures/sia_rho_cdf.png
 
-readme-tables: $(STAMP)
-	$(BIN)/python benchmarks/readme_tables.py
+# The docs' results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
+docs-tables: $(STAMP)
+	$(BIN)/python benchmarks/docs_tables.py
 	$(BIN)/python benchmarks/types_table.py
+
+# The documentation site, built into site/ with warnings as errors (make test builds it too).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site src/*.egg-info .pytest_cache .ruff_cache

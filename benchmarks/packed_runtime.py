@@ -5,7 +5,7 @@ The reference builds one LP variable per job and per pair of jobs on every GPU t
 square of the active jobs (2 million pairs at 2048 jobs). Ours solves the same max-min program over classes of
 interchangeable jobs (same model, batch size, gang and weight), whose size does not grow with the jobs, and spreads
 the result over the pairs (`packed.Classes`). The reference's formulation is run here as our `reference_quirks`
-build of it, which reproduces the reference simulator's numbers exactly (same data to ECOS; see the README).
+build of it, which reproduces the reference simulator's numbers exactly (same data to ECOS; see docs/gavel.md).
 
 Inputs: N single-GPU jobs drawn from Gavel's templates with a V100 rate in Gavel's `simulation_throughputs.json`
 (the built-in model knows no pairs, so the shared folder is required), every pair the table lists, and N/4 GPUs of

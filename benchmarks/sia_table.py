@@ -7,8 +7,8 @@ jobs at 60 s rounds, the others with the rigid jobs the workload lines ask for a
 mechanics, on Sia's heterogeneous cluster (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The
 table averages each policy over the workloads: average and p99 JCT, makespan (last finish less first arrival), the worst
 finish-time fairness ratio (rho: JCT over the job's time alone on an equal share of the cluster, at the GPUs and
-batch its line asks for) and the share of jobs with rho > 1.05. `--write` puts it into README.md between its markers;
-`--figure` draws the CDF of every job's rho per setting and policy.
+batch its line asks for) and the share of jobs with rho > 1.05. `--write` puts it into docs/reproducing.md between its
+markers; `--figure` draws the CDF of every job's rho per setting and policy.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from rich.console import Console
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "reproducing.md"
 BEGIN, END = "<!-- sia-table:begin (make sia-table) -->", "<!-- sia-table:end -->"
 ROUNDS = {
     60.0: ("sia", "pollux", "shockwave"),
@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--artifact", type=Path, required=True, help="the sia-simulator/ folder of the artifact")
     parser.add_argument("--out", type=Path, default=Path("sia-table"), help="where each comparison is kept")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--write", action="store_true", help="put the table into README.md")
+    parser.add_argument("--write", action="store_true", help="put the table into docs/reproducing.md")
     parser.add_argument("--figure", type=Path, help="draw the CDF of rho per setting and policy (a .png)")
     args = parser.parse_args()
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -146,12 +146,12 @@ def main() -> None:
     if args.figure is not None:
         rho_cdf(rows, args.figure)
     if args.write:
-        readme = README.read_text()
-        head, _, rest = readme.partition(BEGIN)
+        page = PAGE.read_text()
+        head, _, rest = page.partition(BEGIN)
         if END not in rest:
-            raise SystemExit(f"README.md has no {BEGIN} ... {END} markers")
+            raise SystemExit(f"{PAGE} has no {BEGIN} ... {END} markers")
         _, _, tail = rest.partition(END)
-        README.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        PAGE.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,13 @@
 """Shockwave on several GPU types against every heterogeneity-aware baseline, checked against issue 33's bars
 (`python benchmarks/types_pareto.py`; printed, never asserted).
 
-Cases: the released 120-, 220- and 460-job traces on three types (as README's table), and traces generated with
-seeds the policy was tuned on (71, 83, 123) and seeds it never saw (4111, 4222, 4333, 4444): Shockwave-style
-adaptive jobs on 16:16:16, 36:36:36 and 64:32:32 clusters, Gavel-style multi-GPU jobs (gangs of up to 8) on 8:8:8,
-all under corrected mechanics. Shockwave runs with the reference configuration for the released traces' cluster
-sizes and the default one otherwise. Each row gives Shockwave's makespan over `min_total_duration_perf`'s, its worst
-rho and unfair share, and its average JCT over Themis's and over the best of the three `_perf` baselines; the last
-line is the makespan's geometric mean and every bar a case misses.
+Cases: the released 120-, 220- and 460-job traces on three types (as the table in docs/shockwave.md), and traces
+generated with seeds the policy was tuned on (71, 83, 123) and seeds it never saw (4111, 4222, 4333, 4444):
+Shockwave-style adaptive jobs on 16:16:16, 36:36:36 and 64:32:32 clusters, Gavel-style multi-GPU jobs (gangs of up
+to 8) on 8:8:8, all under corrected mechanics. Shockwave runs with the reference configuration for the released
+traces' cluster sizes and the default one otherwise. Each row gives Shockwave's makespan over
+`min_total_duration_perf`'s, its worst rho and unfair share, and its average JCT over Themis's and over the best of
+the three `_perf` baselines; the last line is the makespan's geometric mean and every bar a case misses.
 """
 
 from __future__ import annotations

@@ -1,18 +1,19 @@
-"""README's table of Shockwave against every heterogeneity-aware baseline on several GPU types, generated so it
-cannot go stale (`make readme-tables` rewrites it; `--check` only compares and exits 1 when README differs).
+"""The docs' table of Shockwave against every heterogeneity-aware baseline on several GPU types, generated so it
+cannot go stale (`make docs-tables` rewrites it; `--check` only compares and exits 1 when the page differs).
 
 The released 120-, 220- and 460-job traces with the wisr table (V100, P100 and K80 rates), under corrected
 mechanics, each on a cluster of three types; Shockwave with the reference configuration for the cluster's size. The
-table sits between the two markers below in README.md.
+table sits between the two markers below in docs/shockwave.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from readme_tables import MIX, arguments, simulate_all, update_readme
+from docs_tables import MIX, ROOT, arguments, simulate_all, update_page
 
-BEGIN, END = "<!-- types-table:begin (make readme-tables) -->", "<!-- types-table:end -->"
+PAGE = ROOT / "docs" / "shockwave.md"
+BEGIN, END = "<!-- types-table:begin (make docs-tables) -->", "<!-- types-table:end -->"
 CASES = {
     "120": (f"120_0.2_5_100_40_25_{MIX}", "v100:16,p100:8,k80:8", "tacc_32gpus"),
     "220": (f"220_0.2_5_100_25_4_{MIX}", "v100:32,p100:16,k80:16", "scale_64gpus"),
@@ -54,7 +55,7 @@ def render(by_trace: dict[str, list[str]]) -> str:
 def main() -> None:
     args = arguments(list(CASES), __doc__)
     names = args.traces.split(",")
-    update_readme((BEGIN, END), table(names, args.j), render, check=args.check)
+    update_page(PAGE, (BEGIN, END), table(names, args.j), render, check=args.check)
 
 
 if __name__ == "__main__":

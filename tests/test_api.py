@@ -1,4 +1,4 @@
-"""The Python API: README's example runs as written, and gives what the CLI gives."""
+"""The Python API: the docs' example (docs/simulation.md) runs as written, and gives what the CLI gives."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from conftest import shockwave as cli
 from shockwave.core.errors import InputError
 from shockwave.results.model import Result
 
-README = ROOT / "README.md"
+PAGE = ROOT / "docs" / "simulation.md"
 
 
 @pytest.fixture(scope="module")
@@ -24,15 +24,15 @@ def my_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder / "my.trace"
 
 
-def readme_example() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+def docs_example() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
     return next(block for block in blocks if "shockwave.simulate(" in block)
 
 
-def test_the_readme_example_runs(my_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_docs_example_runs(my_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(my_trace.parent)
     namespace: dict[str, object] = {}
-    exec(compile(readme_example(), "README.md", "exec"), namespace)  # the project's own README, not data
+    exec(compile(docs_example(), str(PAGE), "exec"), namespace)  # the project's own docs, not data
     result = namespace["result"]
     assert isinstance(result, Result) and len(result.jobs) == 12
 

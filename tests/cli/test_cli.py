@@ -209,10 +209,10 @@ def test_the_canonical_run_is_identical_under_a_cpu_hog_and_quiet(tmp_path: Path
     assert without_timing(json.loads(calm.stdout)) == without_timing(json.loads(loaded.stdout))
 
 
-def test_readme_results_table_is_the_simulations_own() -> None:
+def test_docs_results_table_is_the_simulations_own() -> None:
     require_reference()
     done = subprocess.run(
-        [sys.executable, ROOT / "benchmarks" / "readme_tables.py", "--check", "--traces", "120"],
+        [sys.executable, ROOT / "benchmarks" / "docs_tables.py", "--check", "--traces", "120"],
         capture_output=True,
         text=True,
         check=False,

@@ -1,4 +1,4 @@
-"""Policies as plug-ins: the README's own policy through simulate, compare, sweep and run; installed packages' entry
+"""Policies as plug-ins: the docs' own policy through simulate, compare, sweep and run; installed packages' entry
 points; every way a plug-in can be wrong; the parameters policies declare."""
 
 from __future__ import annotations
@@ -28,18 +28,19 @@ from shockwave.runtime.run import RunRequest, replay_arguments, run
 from shockwave.simulator.mechanics import preset
 from shockwave.simulator.run import simulate
 
+OWN_POLICY = ROOT / "docs" / "own-policy.md"
 
-def readme_policy() -> str:
-    """The code block of the README's "Your own policy" section."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Your own policy") :]
+
+def docs_policy() -> str:
+    """The first code block of the "Your own policy" page."""
+    section = OWN_POLICY.read_text()
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)  # type: ignore[union-attr]
 
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
-    """A user's folder: the README's policy as my_policy.py beside a small trace."""
-    (tmp_path / "my_policy.py").write_text(readme_policy())
+    """A user's folder: the docs' policy as my_policy.py beside a small trace."""
+    (tmp_path / "my_policy.py").write_text(docs_policy())
     write_runtime_trace(tmp_path / "small.trace")
     return tmp_path
 
@@ -49,14 +50,14 @@ def write(path: Path, code: str) -> Path:
     return path
 
 
-# -- the README's example -------------------------------------------------------------------------------------------
-def test_the_readme_example_is_the_examples_file() -> None:
-    assert readme_policy() == (ROOT / "examples" / "my_policy.py").read_text()
-    assert 15 <= len(readme_policy().splitlines()) <= 30
-    assert "--policy examples/my_policy.py:ShortestFirst" in (ROOT / "README.md").read_text()
+# -- the docs' example ---------------------------------------------------------------------------------------------
+def test_the_docs_example_is_the_examples_file() -> None:
+    assert docs_policy() == (ROOT / "examples" / "my_policy.py").read_text()
+    assert 15 <= len(docs_policy().splitlines()) <= 30
+    assert "--policy examples/my_policy.py:ShortestFirst" in OWN_POLICY.read_text()
 
 
-def test_simulate_runs_the_readme_policy_from_a_relative_path(folder: Path) -> None:
+def test_simulate_runs_the_docs_policy_from_a_relative_path(folder: Path) -> None:
     arguments = ("--trace", "small.trace", "--gpus", 4, "--policy", "my_policy.py:ShortestFirst", "--json")
     done = shockwave("simulate", *arguments, cwd=folder)
     assert done.returncode == 0, done.stderr
@@ -91,7 +92,7 @@ def test_a_sweep_finds_the_file_beside_it_and_recomputes_it_when_it_changes(fold
     assert "2 computed, 0 reused" in first.stdout
     policies = sorted(r["policy"] for r in json.loads((study / "out" / "results.json").read_text()))
     assert policies == ["fifo", "shortest_first"]
-    (folder / "my_policy.py").write_text(readme_policy().replace("1e-9", "1e-6"))
+    (folder / "my_policy.py").write_text(docs_policy().replace("1e-9", "1e-6"))
     second = shockwave("sweep", study / "sweep.toml", "--out", study / "out", "-j", 1, cwd=elsewhere)
     assert second.returncode == 0, second.stderr
     assert "1 computed, 1 reused" in second.stdout  # the changed file's cell, not fifo's
@@ -161,7 +162,7 @@ def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "notapolicy = sfq_policies:helper\n"
         "fifo = sfq_policies:ShortestFirst\n"
     )
-    (site / "sfq_policies.py").write_text(readme_policy() + "\n\ndef helper() -> None:\n    pass\n")
+    (site / "sfq_policies.py").write_text(docs_policy() + "\n\ndef helper() -> None:\n    pass\n")
     monkeypatch.syspath_prepend(str(site))
     return site
 
@@ -397,19 +398,19 @@ def test_a_policy_is_a_policy() -> None:
 
 
 # -- allocators: a new program on Gavel's mechanism -----------------------------------------------------------------
-def readme_allocator() -> str:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("**A new program on Gavel's mechanism.**") :]
+def docs_allocator() -> str:
+    page = OWN_POLICY.read_text()
+    section = page[page.index("**A new program on Gavel's mechanism.**") :]
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)  # type: ignore[union-attr]
 
 
-def test_the_readme_allocator_is_the_examples_file_and_short() -> None:
-    assert readme_allocator() == (ROOT / "examples" / "my_allocator.py").read_text()
-    assert len(readme_allocator().splitlines()) <= 30
+def test_the_docs_allocator_is_the_examples_file_and_short() -> None:
+    assert docs_allocator() == (ROOT / "examples" / "my_allocator.py").read_text()
+    assert len(docs_allocator().splitlines()) <= 30
 
 
 def test_an_allocator_from_a_file_runs_on_gavels_mechanism_in_simulate_and_compare(folder: Path) -> None:
-    (folder / "my_allocator.py").write_text(readme_allocator())
+    (folder / "my_allocator.py").write_text(docs_allocator())
     policy = "my_allocator.py:ThroughputPlusFairness"
     done = shockwave(
         "simulate",
@@ -444,7 +445,7 @@ def test_an_allocator_from_a_file_runs_on_gavels_mechanism_in_simulate_and_compa
 
 
 def test_an_allocator_s_parameters_are_checked_like_a_policy_s(folder: Path) -> None:
-    (folder / "my_allocator.py").write_text(readme_allocator())
+    (folder / "my_allocator.py").write_text(docs_allocator())
     with pytest.raises(InputError, match=r"has no parameter 'lease_s' \(its parameters: fairness, min_realloc"):
         make_policy(str(folder / "my_allocator.py:ThroughputPlusFairness"), lease_s=3.0)
     write(folder / "neither.py", "class Neither:\n    def allocate(self, inputs): ...\n")

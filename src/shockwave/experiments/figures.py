@@ -27,8 +27,8 @@ and a `$` in one is text to show, not mathtext that fails to draw."""
 
 
 MANY = 10
-"""Above this many policies, the palette grows past tab10, the rho CDF's legend moves under it in three columns and
-the timeline's takes two."""
+"""Above this many policies, the palette grows past tab10 and the rho CDF and the timeline become small multiples,
+one panel per family of policies."""
 
 
 def colors(policies: list[str]) -> dict[str, Any]:
@@ -59,10 +59,28 @@ def save(fig: plt.Figure, stem: Path) -> list[Path]:
 
 def _subtitle(results: list[dict[str, Any]]) -> str:
     first = results[0]
-    return (
-        f"{Path(str(first['trace'])).name} · {first['gpus']} GPUs · {first['round_seconds']:g} s rounds · "
-        f"{first['mechanics']} mechanics"
-    )
+    cluster = str(first.get("cluster") or "")
+    pools = cluster if "," in cluster else f"{first['gpus']} GPUs"  # several types: each pool, not their sum
+    rounds = f"{first['round_seconds']:g} s rounds"
+    return f"{Path(str(first['trace'])).name} · {pools} · {rounds} · {first['mechanics']} mechanics"
+
+
+FAMILIES = (
+    ("Shockwave, Themis, Sia, Pollux", ("shockwave", "themis", "sia", "pollux")),
+    ("max-min fairness", ("max_min_fairness",)),
+    ("finish-time fairness", ("finish_time_fairness",)),
+    ("makespan and throughput", ("min_total_duration", "max_sum_throughput")),
+)
+
+
+def families(policies: list[str]) -> list[tuple[str, list[str]]]:
+    """Policies by family, for small multiples: a name joins the first family one of whose prefixes it starts
+    with, else "other policies" (FIFO, AlloX, Gandiva, fixed shares, plug-ins); empty families are left out."""
+    grouped: dict[str, list[str]] = {title: [] for title, _ in FAMILIES} | {"other policies": []}
+    for policy in policies:
+        title = next((t for t, prefixes in FAMILIES if policy.startswith(prefixes)), "other policies")
+        grouped[title].append(policy)
+    return [(title, members) for title, members in grouped.items() if members]
 
 
 def metric_bars(results: list[dict[str, Any]], stem: Path) -> list[Path]:
@@ -102,28 +120,38 @@ def rho_cdf(results: list[dict[str, Any]], stem: Path) -> list[Path]:
 
 @plt.rc_context(PLAIN_TEXT)
 def rho_cdf_figure(results: list[dict[str, Any]]) -> plt.Figure:
-    """One CDF of rho per policy; the legend beside the plot, never over it."""
+    """One CDF of rho per policy, the legend beside the plot, never over it; above MANY policies, one panel per
+    family (Shockwave's curve, black, in each for reference), because thirty curves in one plot cannot be told apart."""
     palette = colors([r["policy"] for r in results])
-    many = len(results) > MANY
-    fig, ax = plt.subplots(figsize=(12, 9) if many else (10, 5), layout="constrained")
-    for r in results:
-        rhos = np.sort([job["ftf"] for job in r["jobs"]])
-        ax.step(
-            rhos,
-            np.arange(1, len(rhos) + 1) / len(rhos),
-            where="post",
-            color=palette[r["policy"]],
-            label=r["policy"],
-            linewidth=1.6,
-        )
-    ax.axvline(UNFAIR_RHO, color="black", linestyle=":", linewidth=1, label=f"ρ = {UNFAIR_RHO} (unfair above)")
-    ax.set_xlabel("finish-time fairness ρ = JCT / (T_iso × max(1, N/G))")
-    ax.set_ylabel("fraction of jobs with ρ at most x")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    place = {"loc": "outside lower center", "ncols": 3} if many else {"loc": "outside right upper"}
-    fig.legend(fontsize=8, **place)
-    ax.set_title(f"Distribution of finish-time fairness\n{_subtitle(results)}")
+    by_name = {r["policy"]: r for r in results}
+    panels = families(list(by_name)) if len(results) > MANY else [("", list(by_name))]
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(11, 1.5 + 3.2 * len(panels)) if len(panels) > 1 else (10, 5),
+        sharex=True, squeeze=False, layout="constrained",
+    )  # fmt: skip
+    for ax, (title, members) in zip(axes[:, 0], panels, strict=True):
+        reference = ["shockwave"] if len(panels) > 1 and "shockwave" in by_name and "shockwave" not in members else []
+        for policy in [*members, *reference]:
+            rhos = np.sort([job["ftf"] for job in by_name[policy]["jobs"]])
+            is_reference = policy in reference
+            ax.step(
+                rhos,
+                np.arange(1, len(rhos) + 1) / len(rhos),
+                where="post",
+                color="black" if is_reference else palette[policy],
+                label=f"{policy} (reference)" if is_reference else policy,
+                linewidth=1.0 if is_reference else 1.6,
+                linestyle="--" if is_reference else "-",
+            )
+        ax.axvline(UNFAIR_RHO, color="black", linestyle=":", linewidth=1, label=f"ρ = {UNFAIR_RHO} (unfair above)")
+        ax.set_ylabel("fraction of jobs\nwith ρ at most x")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        if title:
+            ax.set_title(title, fontsize=10)
+    axes[-1, 0].set_xlabel("finish-time fairness ρ = JCT / (T_iso × max(1, N/G))")
+    fig.suptitle(f"Distribution of finish-time fairness\n{_subtitle(results)}")
     return fig
 
 
@@ -133,38 +161,49 @@ def timeline(results: list[dict[str, Any]], stem: Path) -> list[Path]:
 
 @plt.rc_context(PLAIN_TEXT)
 def timeline_figure(results: list[dict[str, Any]]) -> plt.Figure:
-    """Jobs running and GPUs busy in each round, per policy; the legend beside both plots."""
+    """Jobs running and GPUs busy in each round, per policy, the legend beside each row of plots; above MANY
+    policies, one row per family (Shockwave, black, in each for reference)."""
     palette = colors([r["policy"] for r in results])
-    fig, (jobs_ax, gpus_ax) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
-    # Shockwave is drawn last and thicker so the other policies do not hide it.
-    for r in sorted(results, key=lambda r: r["policy"] == "shockwave"):
-        points = np.asarray(r["timeline"], dtype=float).reshape(-1, 3)
-        hours = points[:, 0] / 3600
-        width = 2.0 if r["policy"] == "shockwave" else 0.9
-        for ax, column in ((jobs_ax, 1), (gpus_ax, 2)):
-            ax.step(
-                hours, points[:, column], where="post", color=palette[r["policy"]], label=r["policy"], linewidth=width
-            )
-    gpus_ax.axhline(results[0]["gpus"], color="black", linestyle="--", linewidth=1, label="cluster size")
-    jobs_ax.set_ylabel("jobs running")
-    jobs_ax.set_title("Jobs running in each round")
-    gpus_ax.set_ylabel("GPUs busy")
-    gpus_ax.set_title("GPUs busy in each round")
-    gpus_ax.set_xlabel("simulated time (hours)")
-    for ax in (jobs_ax, gpus_ax):
-        ax.grid(alpha=0.3)
-    handles, labels = gpus_ax.get_legend_handles_labels()
-    order = sorted(range(len(labels)), key=lambda i: (labels[i] != "shockwave", labels[i] == "cluster size"))
-    fig.legend(
-        [handles[i] for i in order],
-        [labels[i] for i in order],
-        loc="center left",
-        bbox_to_anchor=(1.0, 0.5),
-        fontsize=8,
-        ncols=2 if len(results) > MANY else 1,
-    )
+    by_name = {r["policy"]: r for r in results}
+    panels = families(list(by_name)) if len(results) > MANY else [("", list(by_name))]
+    fig, axes = plt.subplots(
+        2 * len(panels) if len(panels) == 1 else len(panels), 1 if len(panels) == 1 else 2,
+        figsize=(10, 7) if len(panels) == 1 else (15, 1.5 + 3.0 * len(panels)),
+        sharex=True, squeeze=False, layout="constrained",
+    )  # fmt: skip
+    rows = [(axes[0, 0], axes[1, 0])] if len(panels) == 1 else [(row[0], row[1]) for row in axes]
+    for (jobs_ax, gpus_ax), (title, members) in zip(rows, panels, strict=True):
+        reference = ["shockwave"] if len(panels) > 1 and "shockwave" in by_name and "shockwave" not in members else []
+        # Shockwave is drawn last and thicker so the other policies do not hide it.
+        for policy in sorted([*members, *reference], key=lambda p: p == "shockwave"):
+            points = np.asarray(by_name[policy]["timeline"], dtype=float).reshape(-1, 3)
+            is_reference = policy in reference
+            style = {
+                "color": "black" if is_reference else palette[policy],
+                "linewidth": 2.0 if policy == "shockwave" and not is_reference else 0.9,
+                "linestyle": "--" if is_reference else "-",
+                "label": f"{policy} (reference)" if is_reference else policy,
+            }
+            for ax, column in ((jobs_ax, 1), (gpus_ax, 2)):
+                ax.step(points[:, 0] / 3600, points[:, column], where="post", **style)
+        gpus_ax.axhline(results[0]["gpus"], color="black", linestyle=":", linewidth=1, label="cluster size")
+        suffix = f" · {title}" if title else ""
+        jobs_ax.set_ylabel("jobs running")
+        jobs_ax.set_title(f"Jobs running in each round{suffix}", fontsize=10)
+        gpus_ax.set_ylabel("GPUs busy")
+        gpus_ax.set_title(f"GPUs busy in each round{suffix}", fontsize=10)
+        for ax in (jobs_ax, gpus_ax):
+            ax.grid(alpha=0.3)
+        handles, labels = gpus_ax.get_legend_handles_labels()
+        order = sorted(range(len(labels)), key=lambda i: (labels[i] != "shockwave", labels[i] == "cluster size"))
+        legend_ax = gpus_ax if len(panels) > 1 else jobs_ax
+        legend_ax.legend(
+            [handles[i] for i in order], [labels[i] for i in order], fontsize=8, loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+        )  # fmt: skip
+    for ax in axes[-1]:
+        ax.set_xlabel("simulated time (hours)")
     fig.suptitle(f"Cluster activity over time\n{_subtitle(results)}")
-    fig.tight_layout()
     return fig
 
 

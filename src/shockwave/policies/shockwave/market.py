@@ -45,7 +45,7 @@ The optimum is rarely unique, and when k T M or a few large priorities dominate 
 leaves everything else arbitrary. So a second solve picks among the plans that keep the makespan term (within the
 solver's gap) and at least (1 - welfare_slack) of the welfare W: the one maximising sum_j c_j / cap_j^2, i.e. the
 share of its remaining work each job gets done, weighted by 1 / remaining work (Smith's rule with unit weights).
-That finishes short jobs sooner instead of spreading the cluster thinly (see the policy's README section).
+That finishes short jobs sooner instead of spreading the cluster thinly (see docs/shockwave.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
-"""README's result table of Shockwave against the fair baselines, generated so it cannot go stale
-(`make readme-tables` rewrites it; `--check` only compares and exits 1 when README differs).
+"""The docs' result table of Shockwave against the fair baselines, generated so it cannot go stale
+(`make docs-tables` rewrites it; `--check` only compares and exits 1 when the page differs).
 
 Only deterministic numbers go in the table (makespan, average JCT, worst rho, unfair share, under reference
 mechanics with the pinned solver stack); wall times and solver latencies depend on the machine and live in
-`make bench`. The table sits between the two markers below in README.md.
+`make bench`. The table sits between the two markers below in docs/reproducing.md.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT.parent / "shared" / "reference"
-README = ROOT / "README.md"
-BEGIN, END = "<!-- results-table:begin (make readme-tables) -->", "<!-- results-table:end -->"
+PAGE = ROOT / "docs" / "reproducing.md"
+BEGIN, END = "<!-- results-table:begin (make docs-tables) -->", "<!-- results-table:end -->"
 MIX = "0,0.5,0.5_0.6,0.3,0.09,0.01_multigpu_dynamic.trace"
 TRACES = {
     "120": (f"120_0.2_5_100_40_25_{MIX}", "tacc", 32, "tacc_32gpus"),
@@ -107,37 +107,38 @@ def render(by_trace: dict[str, list[str]], versions: dict[str, str]) -> str:
     return "\n".join([*head, *(line for name in TRACES if name in by_trace for line in by_trace[name]), END])
 
 
-def update_readme(
+def update_page(
+    page: Path,
     markers: tuple[str, str],
     generated: dict[str, list[str]],
     render: Callable[[dict[str, list[str]]], str],
     *,
     check: bool,
 ) -> None:
-    """Rewrite README's table between `markers` with `render(generated)`, or with `check` only report (exit 1) the
-    generated lines README lacks."""
-    text = README.read_text()
+    """Rewrite the table between `markers` in `page` with `render(generated)`, or with `check` only report (exit 1)
+    the generated lines the page lacks."""
+    text = page.read_text()
     begin, end = markers
     if begin not in text or end not in text:
-        sys.exit(f"{README}: the markers {begin!r} and {end!r} are missing")
+        sys.exit(f"{page}: the markers {begin!r} and {end!r} are missing")
     if check:
         stale = [line for lines in generated.values() for line in lines if line not in text]
         for line in stale:
-            print(f"README.md lacks: {line}")
+            print(f"{page.name} lacks: {line}")
         sys.exit(1 if stale else 0)
     start, stop = text.index(begin), text.index(end) + len(end)
-    README.write_text(text[:start] + render(generated) + text[stop:])
-    print(f"rewrote the table between {begin} and {end} in {README}")
+    page.write_text(text[:start] + render(generated) + text[stop:])
+    print(f"rewrote the table between {begin} and {end} in {page}")
 
 
 def arguments(traces: list[str], description: str | None = __doc__) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--check", action="store_true", help="compare with README.md instead of rewriting it")
+    parser.add_argument("--check", action="store_true", help="compare with the page instead of rewriting it")
     parser.add_argument("--traces", default=",".join(traces), help=f"comma-separated, of {', '.join(traces)}")
     parser.add_argument("-j", type=int, default=2, help="simulations at once")
     args = parser.parse_args()
     if not args.check and set(args.traces.split(",")) != set(traces):
-        sys.exit("rewriting README needs every trace (drop --traces)")  # before minutes of simulations
+        sys.exit("rewriting the table needs every trace (drop --traces)")  # before minutes of simulations
     return args
 
 
@@ -148,7 +149,7 @@ def main() -> None:
     names = args.traces.split(",")
     generated = table(names, args.j)
     versions = library_versions()
-    update_readme((BEGIN, END), generated, lambda g: render(g, versions), check=args.check)
+    update_page(PAGE, (BEGIN, END), generated, lambda g: render(g, versions), check=args.check)
 
 
 if __name__ == "__main__":

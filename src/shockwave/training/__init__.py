@@ -1,0 +1,1 @@
+"""Real PyTorch training jobs, their adaptive controllers, profiling, and the lease client jobs train through."""

@@ -1,0 +1,1 @@
+"""What a run takes in: job descriptions, traces, the model catalog, throughputs, profiles, entities and prices."""
