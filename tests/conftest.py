@@ -47,7 +47,13 @@ def require_module(name: str, install: str) -> None:
         pytest.skip(message, allow_module_level=True)
 
 
-REAL_PROCESSES = ("test_ray_backend.py", "test_serve_on_ray.py", "test_workloads.py", "test_lifetime.py")
+REAL_PROCESSES = (
+    "test_ray_backend.py",
+    "test_serve_on_ray.py",
+    "test_workloads.py",
+    "test_lifetime.py",
+    "test_two_nodes.py",
+)
 """Files whose tests run real jobs on the wall clock (Ray instances, PyTorch training, kills): one worker runs them
 one after another while the other runs the rest (`make test`: pytest -n 2 --dist loadgroup), so two of them never
 compete for the two cores."""

@@ -345,8 +345,7 @@ def test_a_two_type_run_puts_every_job_on_gpus_of_its_planned_type(tmp_path: Pat
 
 def test_a_pair_runs_both_jobs_at_once_on_halves_of_one_gpu_and_both_complete(tmp_path: Path) -> None:
     """Two 1-GPU jobs on one logical GPU, with a table that lists them sharing it: gandiva pairs them, the second
-    joins the first on its GPU while it trains, each member holding half of the GPU and of its type resource, and
-    both complete."""
+    joins the first on its GPU's worker while it trains, and both complete."""
     from shockwave.runtime.backend import Launch
     from shockwave.runtime.journal import Journal
     from shockwave.runtime.ray_backend import RayBackend, type_resource
@@ -378,7 +377,7 @@ def test_a_pair_runs_both_jobs_at_once_on_halves_of_one_gpu_and_both_complete(tm
     shared = [(job, node, training) for job, partner, node, training in leases if partner is not None]
     assert {job for job, _, _ in shared} == {0, 1}
     for _, node, _ in shared:
-        assert node["resources"].get("GPU") == 0.5 and node["resources"].get(type_resource("v100")) == 0.5, node
+        assert node["resources"].get("GPU") == 1.0 and node["resources"].get(type_resource("v100")) == 1.0, node
     joined = [(job, node) for job, node, training in shared if training]
     assert joined, leases  # one job started while its partner was running on the GPU
     assert {tuple(node["gpus"]) for _, node, _ in shared} == {tuple(leases[0][2]["gpus"])}  # the one GPU

@@ -130,12 +130,26 @@ def learning_rate(family: str, batch_size: int) -> float:
 
 def rendezvous(rank: int, world: int) -> dist.TCPStore:
     """The gang's store, listening on the master's address only (loopback in a local run): torch's own listener
-    would take every interface."""
+    would take every interface. The other members connect once it listens: torch's client, started before the
+    master, backs off and connects up to 0.7 s after it is up (most of a warm gang's start-up)."""
     address, port = os.environ["SHOCKWAVE_MASTER_ADDR"], int(os.environ["SHOCKWAVE_MASTER_PORT"])
     if rank > 0:
+        _wait_listening(address, port)
         return dist.TCPStore(address, port, world, is_master=False)
     listener = socket.create_server((address, port))
     return dist.TCPStore(address, port, world, is_master=True, master_listen_fd=listener.detach())
+
+
+def _wait_listening(address: str, port: int, give_up_s: float = 300.0) -> None:
+    """Return once a connection to `address:port` succeeds (or after `give_up_s`: the store's own timeout then
+    reports the failure)."""
+    end = time.monotonic() + give_up_s
+    while time.monotonic() < end:
+        try:
+            with socket.create_connection((address, port), timeout=1.0):
+                return
+        except OSError:
+            time.sleep(0.002)
 
 
 def train(family: str, seed: int, mode: str) -> None:
