@@ -54,6 +54,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gavel_figure8.py
 	$(BIN)/python benchmarks/service_latency.py
 	$(BIN)/python benchmarks/service_latency.py --queued 1700 --readers 30
+	$(BIN)/python benchmarks/lease_startup.py
 
 fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py

@@ -96,6 +96,14 @@ def test_slow_checkpoints_of_preempted_jobs_never_let_kept_leases_lapse(trace: P
     assert sum(r.preemptions for r in journal.values()) > 0
     for job_id, record in journal.items():
         assert len([launch for launch in slow.launches if launch.job_id == job_id]) == 1 + record.preemptions
+    # Each preemption of a job that had started took its exit time to checkpoint; each lease spent its start-up in
+    # the job's own process (the fake starts its process at once).
+    assert any(record.checkpoints_s for record in journal.values())
+    for record in journal.values():
+        assert len(record.checkpoints_s) <= record.preemptions
+        assert all(1.5 <= seconds <= 1.5 + 0.1 for seconds in record.checkpoints_s), record.checkpoints_s
+        assert record.restores and all(seconds == pytest.approx(0.05) for seconds in record.restores)
+    assert all(len(job["checkpoint_s"]) == len(journal[job["id"]].checkpoints_s) for job in result["jobs"])
 
 
 class CrashingBackend(FakeBackend):

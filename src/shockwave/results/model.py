@@ -79,7 +79,7 @@ class _Stored(BaseModel):
 
 class JobRow(_Stored):
     """One finished job. `shockwave run` adds preemptions, restarts, measured_throughput, starts,
-    batch_size_switches, startup_s and switch_s (kept as extra keys)."""
+    batch_size_switches, startup_s, restore_s, checkpoint_s and switch_s (kept as extra keys)."""
 
     id: Count
     arrival_s: NonNegative

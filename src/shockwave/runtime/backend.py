@@ -72,6 +72,9 @@ class GangStatus:
     """The step this lease started from."""
     first_step_at: float | None = None
     """When the lease's first step began (after the process started and loaded its checkpoint)."""
+    process_started_at: float | None = None
+    """When the job's process (rank 0) began its lease: from there to the first step it restored its checkpoint and
+    met its gang."""
 
     def lease_rate(self) -> float | None:
         """Steps per second of this lease so far, start-up excluded."""

@@ -121,7 +121,8 @@ class FakeBackend:
         if done:  # like a real job, it last reported when it took its last step
             now = min(now, first + (gang.launch.total_steps - gang.start_step) / self.rate(gang))
         now = min(now, gang.deadline)
-        return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first if now > first else None)
+        first_step = first if now > first else None
+        return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first_step, gang.started)
 
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
         step = self._step(self.gangs[job_id], self.clock.now())

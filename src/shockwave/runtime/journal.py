@@ -117,6 +117,12 @@ class JobRecord(BaseModel):
         default_factory=list
     )
     """[epoch, batch size] at each batch-size change: from that epoch on the job trained at that batch size."""
+    restores: list[Elapsed] = Field(default_factory=list)
+    """Seconds each lease's process took from its start to its first step: loading its checkpoint, building its
+    model, meeting its gang (the part of `startups` spent in the job)."""
+    checkpoints_s: list[Elapsed] = Field(default_factory=list)
+    """Seconds each preemption took: from the lease's end (the scheduler ends it) to the job's exit, its checkpoint
+    written; the round's new leases wait for it."""
     switch_seconds: list[Elapsed] = Field(default_factory=list)
     """Seconds each batch-size change cost the job: from its last report at the old size (checkpoint written) to its
     first step at the new one (exit, relaunch, start-up); a replay loses as much at a switch within a round."""

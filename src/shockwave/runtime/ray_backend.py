@@ -418,6 +418,7 @@ class RayBackend:
             requested_batch_size=progress.get("requested_batch_size"),
             start_step=progress.get("start_step"),
             first_step_at=progress.get("first_step_at"),
+            process_started_at=progress.get("started"),
         )
 
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:

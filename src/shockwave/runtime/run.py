@@ -627,6 +627,8 @@ def _summary(
             gpu_types=record.gpu_types,
             batch_size_switches=record.switches,
             startup_s=record.startups,
+            restore_s=record.restores,
+            checkpoint_s=record.checkpoints_s,
             switch_s=record.switch_seconds,
         )
     return summary

@@ -368,6 +368,8 @@ class RuntimeScheduler:
         if status.first_step_at is not None and not lease.startup_seen:
             lease.startup_seen = True
             record.startups.append(status.first_step_at - self.start_wall - lease.wanted)
+            if status.process_started_at is not None:
+                record.restores.append(max(0.0, status.first_step_at - status.process_started_at))
             if lease.switched_at is not None:
                 record.switch_seconds.append(status.first_step_at - lease.switched_at)
         rate = status.lease_rate() if lease.partner is None else None  # a pair's rate is not the job's alone
@@ -565,7 +567,8 @@ class RuntimeScheduler:
     def _drain(self, stopping: list[int]) -> None:
         """Wait for preempted jobs to checkpoint and exit; one that does not in time is killed, and one that has not
         taken its first step yet (still starting: nothing to save) is not waited for."""
-        give_up = self.clock.now() + self.settings.stop_timeout_s
+        stopped = self.clock.now()
+        give_up = stopped + self.settings.stop_timeout_s
         waiting = list(stopping)
         while waiting:
             for job_id in list(waiting):
@@ -575,6 +578,8 @@ class RuntimeScheduler:
                     self._look(job_id, status)
                     if not status.done and status.failure is None:
                         self.records[job_id].preemptions += 1
+                        if not starting:
+                            self.records[job_id].checkpoints_s.append(self.clock.now() - stopped)
                     self._ended(job_id, status)
                     waiting.remove(job_id)
             self.clock.sleep(0.05)
