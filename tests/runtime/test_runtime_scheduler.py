@@ -176,6 +176,10 @@ def test_a_batch_size_request_is_granted_at_once_keeping_the_epochs_done(trace: 
     record = Journal(tmp_path / "journal.sqlite").jobs()[5]
     assert record.status == "done" and record.steps == record.total_steps == expected.total_steps
     assert set(record.rates) == {"v100"} and set(record.rates["v100"]) <= {"10", "40"} and "10" in record.rates["v100"]
+    # Steps trained at each batch size are counted once (a fidelity run's GNS job looked double-counted: it was not,
+    # an LM epoch at a global batch of 20 is 2,984 steps).
+    trained = record.trained["v100"]
+    assert trained["10"][0] == 100 and trained["40"][0] == expected.total_steps - expected.steps_done
 
 
 def test_a_switch_within_a_round_is_timed_and_its_replay_loses_as_much(trace: Path, tmp_path: Path) -> None:
