@@ -182,11 +182,12 @@ def test_gangs_are_placed_within_or_across_nodes_by_strategy(tmp_path: Path) -> 
 
         def place(strategy: str, gang: int) -> set[str] | None:
             backend = RayBackend(ClusterSpec.of(4), None, strategy)
-            if not backend.start(Launch(1, gang, sleeper, time.time() + 60, 10, 32, None)):
-                return None
-            nodes = {member["node_id"] for member in backend.member_nodes(1)}
-            backend.release(1)
-            return nodes
+            try:
+                if not backend.start(Launch(1, gang, sleeper, time.time() + 60, 10, 32, None)):
+                    return None
+                return {member["node_id"] for member in backend.member_nodes(1)}
+            finally:
+                backend.close()  # its workers hold the cluster's GPUs until then
 
         assert len(place("STRICT_PACK", 2) or ()) == 1
         assert len(place("STRICT_SPREAD", 2) or ()) == 2

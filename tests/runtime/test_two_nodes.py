@@ -103,11 +103,14 @@ class TwoNodes:
         return count
 
     def lose_and_restore(self, node: str, until_running: float = TIMEOUT_S) -> None:
-        """Once `node` runs a job, kill every process it holds; start it again a few seconds later."""
+        """Once `node` runs a job, kill every process it holds; start it again a few seconds later, and see jobs run
+        on it again (the run asked Ray for new workers there)."""
         assert wait_until(lambda: self.members_on(node) > 0, timeout=until_running, poll=0.2)
         kill_node(f"{self.tag}-{node}")
+        assert self.members_on(node) == 0
         time.sleep(5)
         self.start(node)
+        assert wait_until(lambda: self.members_on(node) > 0, timeout=until_running, poll=0.2), "no job ran there again"
 
     def close(self) -> None:
         for node in ("k80", "head"):
@@ -138,8 +141,12 @@ def test_run_across_two_nodes_survives_losing_one(two_nodes: TwoNodes, tmp_path:
         stdout=(tmp_path / "run.log").open("w"),
         stderr=subprocess.STDOUT,
     )
-    two_nodes.lose_and_restore("k80")
-    assert run.wait(timeout=TIMEOUT_S) == 0, (tmp_path / "run.log").read_text()[-3000:]
+    try:
+        two_nodes.lose_and_restore("k80")
+        assert run.wait(timeout=TIMEOUT_S) == 0, (tmp_path / "run.log").read_text()[-3000:]
+    finally:
+        if run.poll() is None:
+            run.kill()
     result = json.loads((tmp_path / "run" / "results.json").read_text())[0]
     check_results([result])
     assert result["unfinished_jobs"] == [] and len(result["jobs"]) == len(LONG_JOBS)
@@ -150,7 +157,6 @@ def test_run_across_two_nodes_survives_losing_one(two_nodes: TwoNodes, tmp_path:
         state = torch.load(path, weights_only=True)
         assert state["step"] == steps and state["completions"] == 1
         assert all(start["step"] > 0 for start in state["starts"][1:])  # every later lease from a checkpoint
-    assert set(result["utilization_by_type"]) == {"v100", "k80"}  # jobs ran on both nodes
 
 
 def test_serve_across_two_nodes_survives_losing_one(two_nodes: TwoNodes, tmp_path: Path) -> None:

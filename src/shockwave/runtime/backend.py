@@ -37,13 +37,8 @@ class Launch:
     gpu_type: str = DEFAULT_GPU_TYPE
     """The type of GPU the round's plan puts the job on: the gang runs on GPUs of this type only."""
     partner: int | None = None
-    """The job the plan pairs this one with (space sharing): both run at once on the same GPUs, each holding
-    `SHARE` of every GPU of the gang; the one started second joins the first's GPUs."""
-
-    @property
-    def share(self) -> float:
-        """The fraction of each GPU of its gang the job holds."""
-        return share_of(self.partner)
+    """The job the plan pairs this one with (space sharing): both run at once on the same GPUs, each counted as
+    holding `SHARE` of every GPU of the gang; the one started second joins the first's GPUs."""
 
     def joins(self, partner: Launch | None) -> bool:
         """Whether this launch joins the GPUs of `partner` (the running launch of the job it pairs with, if any):

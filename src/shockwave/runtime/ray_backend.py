@@ -7,10 +7,11 @@ starts in a fraction of a second, and the GPUs of a finished or preempted lease 
 set of free workers of its planned type chosen by the placement strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD,
 over the workers' nodes as Ray's placement groups would choose them). Each worker keeps its members' lease folders on
 its own node; checkpoints travel through Ray, so a job can resume on any node without a shared filesystem. Members die
-with their worker, workers with the run (Linux parent-death signals), so nothing is left running when a worker, a
-node or the scheduler dies; a worker that died (its node is gone) leaves the run. Without an address, the Ray
-instance is our own: on loopback only, and torn down when the scheduler exits, however it exits
-(`shockwave.runtime.local_ray`).
+with their worker (Linux parent-death signals) and workers with the run (Ray ends a driver's actors when it exits),
+so nothing is left running when a worker, a node or the scheduler dies. A worker that died (its node is gone, or it
+was killed) is asked of Ray again for the same GPU type: its GPU is offered again once the new one is up, warm.
+Without an address, the Ray instance is our own: on loopback only, and torn down when the scheduler exits, however
+it exits (`shockwave.runtime.local_ray`).
 
 GPU types are Ray custom resources, one per type (`gpu_type:v100`, see `type_resource`), counting a node's GPUs of
 that type: each worker asks for a GPU and one unit of its type's resource, so Ray puts it on a GPU of that type, and
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 WARM_UP_S = 180.0
 """How long a run waits for a worker on each of its GPUs, training stack imported, before it gives up."""
+CALL_S = 60.0
+"""How long the scheduler waits for a worker's answer before it counts the worker as gone."""
 RELEASE_TIMEOUT_S = 30.0
 TYPE_PREFIX = "gpu_type:"
 OUTPUT_CHUNK = 1 << 20
@@ -83,7 +86,7 @@ class GpuWorker:
 
     def ready(self) -> dict[str, Any]:
         """Once the zygote has imported the training stack: where this worker is and what Ray assigned it."""
-        self.launcher.warm_up()
+        self.launcher.warm_up(WARM_UP_S)
         return {
             "ip": ray.util.get_node_ip_address(),
             "node_id": ray.get_runtime_context().get_node_id(),
@@ -106,6 +109,7 @@ class GpuWorker:
         terms: dict[str, Any],
         checkpoint: bytes | None,
     ) -> int:
+        self.kill(job_id)  # what is left of an earlier start of the job here (a gang whose start failed elsewhere)
         folder = scratch_folder() / self.run_id / f"job-{job_id}" / f"rank-{rank}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(mode=FOLDER_MODE, parents=True)
@@ -189,6 +193,8 @@ class RayBackend:
         self.run_id = run_id or f"run-{int(time.time())}-{os.getpid()}"
         self.cluster, self.gpus = cluster, cluster.gpus
         self.worker = ray.remote(GpuWorker)
+        self.closing = False
+        """Set once the run ends: a worker found dead then is not asked for again."""
         self.workers: list[_Gpu] = []
         self.gangs: dict[int, list[_Gpu]] = {}
         """Each running job's GPUs, rank by rank (a pair's two jobs run on the same ones)."""
@@ -271,6 +277,11 @@ class RayBackend:
                 ray.kill(actor)
             first = str(exc).strip().splitlines()[-1]
             raise InputError(f"a GPU worker could not start on the Ray cluster: {first}") from None
+        cold = sum(not info["warm"] for info in infos)
+        if cold:
+            log.warning(
+                "%d of %d GPU workers could not import the training stack: they start leases cold", cold, len(infos)
+            )
         return [_Gpu(actor, gpu_type, info) for actor, gpu_type, info in zip(actors, types, infos, strict=True)]
 
     def _new_worker(self, gpu_type: str) -> Any:
@@ -278,13 +289,20 @@ class RayBackend:
         return self.worker.options(num_gpus=1, num_cpus=1, resources=typed, max_restarts=0).remote(self.run_id)
 
     def start(self, launch: Launch) -> bool:
-        gpus = self._partner_gpus(launch) or self._choose(launch)
-        if gpus is None:
-            log.warning(
-                "job %d: no room for a gang of %d %s GPUs (%s) now", launch.job_id, launch.gang, launch.gpu_type,
-                self.strategy,
-            )  # fmt: skip
-            return False
+        for _ in range(2):  # a worker found dead is replaced, and the gang placed once more on the others
+            gpus = self._partner_gpus(launch) or self._choose(launch)
+            if gpus is None:
+                log.warning(
+                    "job %d: no room for a gang of %d %s GPUs (%s) now", launch.job_id, launch.gang, launch.gpu_type,
+                    self.strategy,
+                )  # fmt: skip
+                return False
+            if self._start_on(launch, gpus):
+                return True
+        return False
+
+    def _start_on(self, launch: Launch, gpus: list[_Gpu]) -> bool:
+        """Start the gang's members on `gpus`; False (none left running) if a worker is gone."""
         terms = {
             "job_id": launch.job_id,
             "deadline": launch.deadline,
@@ -306,6 +324,9 @@ class RayBackend:
             )
         except ray.exceptions.RayError as exc:
             log.warning("job %d: a GPU worker is gone (%s)", launch.job_id, type(exc).__name__)
+            for gpu in gpus:  # members that did start must not run on GPUs the run will offer to others
+                with contextlib.suppress(ray.exceptions.RayError):
+                    ray.get(gpu.actor.kill.remote(launch.job_id), timeout=CALL_S)
             self._replace_dead(gpus)
             return False
         for gpu in gpus:
@@ -319,7 +340,10 @@ class RayBackend:
     def _partner_gpus(self, launch: Launch) -> list[_Gpu] | None:
         """The GPUs of the launch's partner, if the partner runs there as its pair (same type and gang)."""
         partner = self.launches.get(launch.partner) if launch.partner is not None else None
-        return self.gangs[partner.job_id] if partner is not None and launch.joins(partner) else None
+        if partner is None or not launch.joins(partner):
+            return None
+        gpus = self.gangs[partner.job_id]
+        return gpus if all(gpu.starting is None for gpu in gpus) else None
 
     def _choose(self, launch: Launch) -> list[_Gpu] | None:
         """Free GPUs of the launch's type for its gang, by the placement strategy, or None if there is no room now.
@@ -350,7 +374,7 @@ class RayBackend:
         the same GPU type: it comes up when the cluster has such a GPU again (the node back, or another), and its GPU
         is offered again once it is warm (`_revive`)."""
         for gpu in gpus:
-            if gpu.starting is not None:
+            if gpu.starting is not None or self.closing:
                 continue
             try:
                 ray.get(gpu.actor.rendezvous.remote(), timeout=10)
@@ -386,8 +410,10 @@ class RayBackend:
         return self.granted[job_id]
 
     def extend(self, job_id: int, deadline: float) -> None:
+        if self._lost(job_id):
+            return
         try:
-            ray.get([gpu.actor.set_deadline.remote(job_id, deadline) for gpu in self.gangs[job_id]])
+            ray.get([gpu.actor.set_deadline.remote(job_id, deadline) for gpu in self.gangs[job_id]], timeout=CALL_S)
         except ray.exceptions.RayError as exc:  # its worker is gone: the gang's status says so, and it is restarted
             log.warning("job %d: its lease could not be changed: %s", job_id, type(exc).__name__)
 
@@ -395,8 +421,10 @@ class RayBackend:
         self.extend(job_id, self.clock.now())
 
     def status(self, job_id: int) -> GangStatus:
+        if self._lost(job_id):
+            return GangStatus(None, None, True, "a gang member's GPU worker died", False, None)
         try:
-            states = ray.get([gpu.actor.status.remote(job_id) for gpu in self.gangs[job_id]])
+            states = ray.get([gpu.actor.status.remote(job_id) for gpu in self.gangs[job_id]], timeout=CALL_S)
         except ray.exceptions.RayError as exc:
             return GangStatus(None, None, True, f"a gang member's actor died: {type(exc).__name__}", False, None)
         progress = states[0]["progress"] or {}
@@ -421,17 +449,27 @@ class RayBackend:
             process_started_at=progress.get("started"),
         )
 
+    def _lost(self, job_id: int) -> bool:
+        """Whether a worker of the job's gang died and was replaced since it started (a pair's other job, say)."""
+        return any(gpu.starting is not None for gpu in self.gangs[job_id])
+
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
+        if self._lost(job_id):
+            return None
         try:
-            return ray.get(self.gangs[job_id][0].actor.checkpoint.remote(job_id, newer_than))
+            return ray.get(self.gangs[job_id][0].actor.checkpoint.remote(job_id, newer_than), timeout=CALL_S)
         except ray.exceptions.RayError:
             return None
 
     def output(self, job_id: int) -> bytes:
         if job_id not in self.gangs:
             return b""
+        if self._lost(job_id):
+            return b""
         try:
-            chunk: bytes = ray.get(self.gangs[job_id][0].actor.output.remote(job_id, self.output_read[job_id]))
+            chunk: bytes = ray.get(
+                self.gangs[job_id][0].actor.output.remote(job_id, self.output_read[job_id]), timeout=CALL_S
+            )
         except ray.exceptions.RayError:
             return b""
         self.output_read[job_id] += len(chunk)
@@ -449,6 +487,8 @@ class RayBackend:
         dead = []
         for gpu in gpus:
             gpu.jobs.discard(job_id)
+            if gpu.starting is not None:
+                continue  # replaced: its member went with the worker
             try:
                 ray.get(gpu.actor.kill.remote(job_id), timeout=RELEASE_TIMEOUT_S)
             except (ray.exceptions.RayError, TimeoutError):
@@ -457,6 +497,7 @@ class RayBackend:
             self._replace_dead(dead)
 
     def close(self) -> None:
+        self.closing = True
         for job_id in list(self.gangs):
             self.release(job_id)
         for gpu in self.workers:

@@ -578,7 +578,7 @@ class RuntimeScheduler:
                     self._look(job_id, status)
                     if not status.done and status.failure is None:
                         self.records[job_id].preemptions += 1
-                        if not starting:
+                        if status.exited and not starting:  # not one killed for overrunning the stop timeout
                             self.records[job_id].checkpoints_s.append(self.clock.now() - stopped)
                     self._ended(job_id, status)
                     waiting.remove(job_id)

@@ -143,13 +143,14 @@ def rendezvous(rank: int, world: int) -> dist.TCPStore:
 def _wait_listening(address: str, port: int, give_up_s: float = 300.0) -> None:
     """Return once a connection to `address:port` succeeds (or after `give_up_s`: the store's own timeout then
     reports the failure)."""
-    end = time.monotonic() + give_up_s
+    end, pause = time.monotonic() + give_up_s, 0.002
     while time.monotonic() < end:
         try:
             with socket.create_connection((address, port), timeout=1.0):
                 return
         except OSError:
-            time.sleep(0.002)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
 
 
 def train(family: str, seed: int, mode: str) -> None:
