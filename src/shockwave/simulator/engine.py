@@ -147,12 +147,23 @@ class Simulator:
 
     # -- settling a finished round ---------------------------------------------------------------------------------
     def advance(self, loop: SchedulingLoop) -> None:
+        started, ran = self.clock.now(), bool(self.running)
         self._move_clock()
         previous = self.placements[-2] if len(self.placements) >= 2 else None
         for launch in sorted(self.running, key=lambda launch: (-launch.finish, launch.job.id)):
             self._settle(launch, previous)
         self.running = []
         self._request_batch_sizes()
+        if self.replay and ran and (self.view.jobs or self.queue):
+            self._wait_out_round(started)
+
+    def _wait_out_round(self, started: float) -> None:
+        """A replayed run's round lasts its whole length even when every job in it finished sooner, as the runtime's
+        rounds do: GPUs freed mid-round wait for the next decision (only the run's end does not wait)."""
+        end = started + self.mechanics.round_seconds
+        if end > self.clock.now():
+            self.clock.move_to(end)
+            self.round_end = end
 
     def _settle(self, launch: Launch, previous: dict[int, tuple[int, ...]] | None) -> None:
         job, m = launch.job, self.mechanics
