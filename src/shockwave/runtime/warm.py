@@ -19,6 +19,8 @@ operator's (or a token holder's submission), exactly as the cold path would run 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import importlib
 import json
 import logging
@@ -29,6 +31,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import types
@@ -200,8 +203,8 @@ class Launcher:
 
 # -- the zygote's side -----------------------------------------------------------------------------------------------
 def _serve() -> None:
-    """Import PRELOAD, say so, then serve requests until the worker closes the pipe. Returns in the zygote only;
-    a forked member leaves through SystemExit (`_run_member`), as its interpreter would."""
+    """Import PRELOAD, say so, then serve requests until the worker closes the pipe (a forked member never returns
+    here: `_run_member` exits)."""
     die_with_parent()
     for name in PRELOAD:
         importlib.import_module(name)
@@ -230,7 +233,7 @@ def _serve() -> None:
                 _say({"error": f"fork: {exc}"})
                 continue
             if pid == 0:
-                _run_member(request, zygote)  # raises SystemExit: the member never returns here
+                _run_member(request, zygote)  # exits: the member never returns here
             children[pid] = request["exit"]
             _say({"pid": pid})
 
@@ -262,7 +265,7 @@ def _reap(children: dict[int, str]) -> None:
 
 def _run_member(request: dict[str, Any], zygote: int) -> None:
     """In the forked child: the command's environment, folder, `sys.path[0]` and output, then its module, script or
-    code as `__main__`; leaves by SystemExit so the interpreter exits as the command's would."""
+    code as `__main__`; then `_exit`."""
     code: int | str | None = 1
     try:
         die_with_parent(zygote)
@@ -295,7 +298,24 @@ def _run_member(request: dict[str, Any], zygote: int) -> None:
     except BaseException:
         traceback.print_exc()
         code = 1
-    raise SystemExit(code)
+    _exit(code)
+
+
+def _exit(code: int | str | None) -> None:
+    """Leave as the command's interpreter would, without finalising the zygote's modules (PyTorch's take about 2 s,
+    which a preempted lease's successor would wait for): join non-daemon threads and run atexit handlers as the
+    interpreter does first (multiprocessing's children do the same), flush, and exit with the command's status."""
+    status = code if isinstance(code, int) else (0 if code is None else 1)
+    try:
+        if not isinstance(code, int | None):
+            print(code, file=sys.stderr)
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        os._exit(status)
 
 
 if __name__ == "__main__":
