@@ -74,9 +74,8 @@ def leases(result: dict[str, Any]) -> dict[tuple[int, bool], list[float]]:
     return classes
 
 
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10, method="inclusive")[-1] if len(values) > 1 else values[0]
 
 
 def report(name: str, classes: dict[tuple[int, bool], list[float]], factor: float) -> list[str]:
@@ -86,7 +85,7 @@ def report(name: str, classes: dict[tuple[int, bool], list[float]], factor: floa
     for (gang, resumed), values in sorted(classes.items()):
         median = statistics.median(values)
         kind = "resumed" if resumed else "first"
-        print(f"{gang:>4} {kind:>8} {len(values):>6} {median:>7.3f} {quantile(values, 0.9):>7.3f} {max(values):>7.3f}")
+        print(f"{gang:>4} {kind:>8} {len(values):>6} {median:>7.3f} {p90(values):>7.3f} {max(values):>7.3f}")
         bar = BARS.get(gang)
         if resumed and bar is not None and median > bar * factor:
             missed.append(f"{name}: resumed {gang}-GPU median {median:.3f} s > {bar * factor:.2f} s")

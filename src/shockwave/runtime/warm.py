@@ -92,7 +92,10 @@ class Member:
         process: subprocess.Popen[bytes] | None = None,
     ) -> None:
         self.pid, self.exit_file, self.launcher, self.process = pid, exit_file, launcher, process
-        self.warm = process is None
+
+    @property
+    def warm(self) -> bool:
+        return self.process is None
 
     def poll(self) -> int | None:
         if self.process is not None:
