@@ -106,6 +106,14 @@ BatchSizesOpt = Annotated[
         help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
     ),
 ]
+JobRatesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--job-rates",
+        help="Each job's own steps/s by GPU type and batch size where known (DIR/job_rates.json of `shockwave run`): "
+        "a replay's jobs train as the real ones did, not at their kind's pooled rate.",
+    ),
+]
 WindowOpt = Annotated[
     str | None,
     typer.Option("--window", help="A:B: end when jobs A..B-1 are done; metrics over them only (Gavel's window)."),
@@ -150,6 +158,7 @@ def simulate_cmd(
     mechanics: MechanicsOpt = "corrected",
     config: ReferenceConfigOpt = None,
     batch_sizes: BatchSizesOpt = None,
+    job_rates: JobRatesOpt = None,
     window: WindowOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
     policy_param: PolicyParamOpt = None,
@@ -177,6 +186,7 @@ def simulate_cmd(
             throughputs=throughputs,
             config=config,
             batch_sizes=batch_sizes,
+            job_rates=job_rates,
             on_round=on_round,
             window=None if window is None else parse_window(window),
             seed=seed,

@@ -1,9 +1,9 @@
 """An in-process stand-in for a cluster, for fast tests of the runtime scheduler: no Ray, no processes.
 
 A started gang advances at a fixed rate (steps per second on the backend's clock) after `startup_s`, from where the
-launch says until its deadline or its total, and exits `exit_s` after its deadline (the time a real job takes to
-write its checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count. The clock is virtual unless
-one is given, so a run takes only its computation's time and does not depend on the machine's load.
+launch says until its deadline or its total, and exits `exit_s` after its deadline or its last step (the time a real
+job takes to write its checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count. The clock is
+virtual unless one is given, so a run takes only its computation's time and does not depend on the machine's load.
 
 GPUs are one pool that takes a launch of any type (`gpus=4`), or pools by type (`gpus={"v100": 2, "k80": 2}`): a
 launch then waits for room in its type's pool, as on Ray, and may train at its type's own rate. A launch with a
@@ -116,13 +116,14 @@ class FakeBackend:
         gang, now = self.gangs[job_id], self.clock.now()
         step = self._step(gang, now)
         done = step >= gang.launch.total_steps
-        exited = gang.failed is not None or done or now >= gang.deadline + self.exit_s
         first = gang.started + self.startup_s
+        reported = min(now, gang.deadline)
         if done:  # like a real job, it last reported when it took its last step
-            now = min(now, first + (gang.launch.total_steps - gang.start_step) / self.rate(gang))
-        now = min(now, gang.deadline)
-        first_step = first if now > first else None
-        return GangStatus(step, now, exited, gang.failed, done, None, gang.start_step, first_step, gang.started)
+            reported = min(reported, first + (gang.launch.total_steps - gang.start_step) / self.rate(gang))
+        # it exits once it has written its checkpoint after its last step or its lease's end
+        exited = gang.failed is not None or now >= (reported if done else gang.deadline) + self.exit_s
+        first_step = first if reported > first else None
+        return GangStatus(step, reported, exited, gang.failed, done, None, gang.start_step, first_step, gang.started)
 
     def checkpoint(self, job_id: int, newer_than: int) -> tuple[int, bytes] | None:
         step = self._step(self.gangs[job_id], self.clock.now())

@@ -2,8 +2,9 @@
 
 The trace is scaled by --time-scale X (arrivals and step counts divided by X) and written to DIR/trace.scaled.trace,
 so `shockwave simulate` can replay exactly what ran, with DIR/measured_throughputs.json (a Gavel table of the rates
-the jobs really reached, per GPU type and batch size) and DIR/batch_sizes.json (the batch size each job really
-trained each epoch at, for `simulate --batch-sizes`). Results are the `simulate --json` object, with per-job status,
+the jobs really reached, per GPU type and batch size), DIR/batch_sizes.json (the batch size each job really
+trained each epoch at, for `simulate --batch-sizes`) and DIR/job_rates.json (each job's own rates, for
+`simulate --job-rates`). Results are the `simulate --json` object, with per-job status,
 preemptions, restarts, batch-size switches, the GPU type of each lease and measured throughput; T_iso (for
 finish-time fairness) is computed from the measured rates and the batch sizes the job really used.
 
@@ -61,6 +62,7 @@ from shockwave.runtime.journal import LAYOUT, MAX_SECONDS, JobRecord, Journal, r
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.job import Job
+from shockwave.workload_model.job_rates import JobRates
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import build_profile, isolated_time, schedule_from_switches
 from shockwave.workload_model.throughput import (
@@ -148,9 +150,10 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     restart = result.get("restart_overhead_s") or 0.0
     policy = result.get("policy_spec", result["policy"])  # a file's class: its file and class
     cluster = ("--cluster", result["cluster"]) if result.get("cluster") else ("--gpus", str(result["gpus"]))
+    own = ("--job-rates", str(out / "job_rates.json")) if (out / "job_rates.json").exists() else ()
     return [
         *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
-        *("--batch-sizes", str(out / "batch_sizes.json"), "--policy", policy, *cluster),
+        *("--batch-sizes", str(out / "batch_sizes.json"), *own, "--policy", policy, *cluster),
         *("--round-seconds", f"{round_s:.3f}", "--realloc-seconds", f"{realloc:.3f}", "--mechanics", "corrected"),
         *("--restart-seconds", f"{restart:.2f}", *(("--restart-seconds-by-gang", by_gang) if by_gang else ())),
         *(("--switch-seconds-by-gang", switch_by_gang) if switch_by_gang else ()),
@@ -182,13 +185,30 @@ def _measured_rates(jobs: list[Job], records: dict[int, JobRecord]) -> Rates:
         job = jobs[job_id]
         for gpu_type, bs, rate in _by_type_and_size(record.rates):
             smoothed.setdefault((gpu_type, job.model, bs, job.scale_factor), []).append(rate)
-        for gpu_type, bs, (steps, seconds) in _by_type_and_size(record.trained):
+        for gpu_type, bs, (steps, seconds) in _trained(record):
             total = totals.setdefault((gpu_type, job.model, bs, job.scale_factor), [0.0, 0.0])
             total[0] += steps
             total[1] += seconds
     rates = {key: fmean(values) for key, values in smoothed.items()}
-    rates.update({key: steps / seconds for key, (steps, seconds) in totals.items() if steps > 0 and seconds > 0})
+    rates.update({key: steps / seconds for key, (steps, seconds) in totals.items()})
     return rates
+
+
+def _job_rates(records: Mapping[int, JobRecord]) -> JobRates:
+    """Each job's own steps/s by GPU type and batch size: its steps there over its seconds (start-ups excluded), as
+    `_measured_rates` pools them by kind of job."""
+    rates: JobRates = {}
+    for job_id, record in sorted(records.items()):
+        for gpu_type, bs, (steps, seconds) in _trained(record):
+            rates.setdefault(job_id, {}).setdefault(gpu_type, {})[bs] = steps / seconds
+    return rates
+
+
+def _trained(record: JobRecord) -> Iterator[tuple[str, int, tuple[float, float]]]:
+    """(GPU type, batch size, (steps, seconds)) the job trained alone, where it trained at all."""
+    for gpu_type, bs, (steps, seconds) in _by_type_and_size(record.trained):
+        if steps > 0 and seconds > 0:
+            yield gpu_type, bs, (steps, seconds)
 
 
 def _by_type_and_size(nested: Mapping[str, Mapping[str, T]]) -> Iterator[tuple[str, int, T]]:
@@ -504,6 +524,7 @@ class Measured:
     rates: Rates
     schedules: dict[int, list[int]]
     outcomes: list[JobOutcome]
+    job_rates: JobRates
 
     def rhos(self, gpus: int) -> dict[int, float]:
         """Each finished job's finish-time fairness, the metric's (`finish_time_fairness`, N the finished jobs)."""
@@ -537,7 +558,7 @@ def measured(
         for i, r in sorted(records.items())
         if r.status == "done"
     ]
-    return Measured(rates, schedules, outcomes)
+    return Measured(rates, schedules, outcomes, _job_rates(records))
 
 
 def run_result(
@@ -586,12 +607,13 @@ def run_result(
 
 
 def _write_replay_inputs(out: Path, run: Measured) -> None:
-    """What `simulate --throughputs ... --batch-sizes ...` replays the run from: its measured rates and each job's
-    batch sizes by epoch."""
+    """What `simulate --throughputs ... --batch-sizes ... --job-rates ...` replays the run from: its measured rates,
+    each job's batch sizes by epoch and each job's own rates."""
     write_atomically(
         out / "measured_throughputs.json", json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1)
     )
     write_atomically(out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())}))
+    write_atomically(out / "job_rates.json", json.dumps({str(i): by_type for i, by_type in run.job_rates.items()}))
 
 
 def _summary(

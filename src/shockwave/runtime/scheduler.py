@@ -62,6 +62,9 @@ EMA_ALPHA = 0.5
 """Weight of the newest throughput measurement (the reference smooths with 0.5 too)."""
 POLL_S = 0.25
 """How often running jobs are checked for batch-size requests between round boundaries."""
+LAST_EXIT_S = 5.0
+"""How long a round's end waits for jobs that took their last step to exit (write their final checkpoint): a job
+still exiting when the next round is decided would be planned again, and its GPUs idle through that round."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +282,7 @@ class RuntimeScheduler:
     def advance(self, loop: SchedulingLoop) -> None:
         if self.round_end is not None:
             self._tend_until(self.round_end)
+            self._await_last_exits()
         self.decided = self.clock.now()
         self._observe()
 
@@ -332,6 +336,17 @@ class RuntimeScheduler:
                         if job_id in self.running and self.records[job_id].batch_size != lease.batch_size:
                             self.running[job_id].switched_at = lease.last_report
                     self._save()
+
+    def _await_last_exits(self) -> None:
+        """Wait, at most LAST_EXIT_S, for the jobs that took their last step to exit, so the round about to be
+        decided sees them done. A fidelity run's job that was writing its final checkpoint 0.2 s past a round's end
+        was planned another round, and two GPUs idled 40 s (a replay has no such race)."""
+        deadline = self.clock.now() + LAST_EXIT_S
+        while self.clock.now() < deadline and not self.stop.is_set():
+            statuses = (self.backend.status(job_id) for job_id in self.running)
+            if not any(status.done and not status.exited for status in statuses):
+                return
+            self.clock.sleep(POLL_S)
 
     def all_settled(self) -> bool:
         """The run was asked to stop (after this round's launch: see `launch`), or every job has left for good and

@@ -29,6 +29,7 @@ from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
 from shockwave.workload_model.goodput import Advanced, goodput_of
 from shockwave.workload_model.job import Job
+from shockwave.workload_model.job_rates import JobRates
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
@@ -94,8 +95,11 @@ class Simulator:
         replay: bool = False,
         window: range | None = None,
         prices: Prices | None = None,
+        job_rates: JobRates | None = None,
     ) -> None:
         self.on_round, self.replay = on_round, replay
+        self.job_rates = job_rates or {}
+        """Rates of single jobs (a real run's, `shockwave.workload_model.job_rates`): where known, a job's truth."""
         self.prices = prices
         """What the result's cost is counted in (None: Gavel's default prices, where they cover the cluster)."""
         self.window = window
@@ -232,7 +236,12 @@ class Simulator:
         largest batch size keeps it, and the reference ignores switches to batch sizes it has no throughput for."""
         if job.initial_batch_size == job.family.max_batch_size:
             return None
-        return rates_after_switch(job, new_bs, self.throughputs, measured={}, cluster=self.cluster)
+        return rates_after_switch(job, new_bs, self.throughputs, self._own_rates(job.id, new_bs), self.cluster)
+
+    def _own_rates(self, job_id: int, batch_size: int) -> dict[str, float]:
+        """The job's own rate at `batch_size` on each GPU type it is known on (`job_rates`)."""
+        own = self.job_rates.get(job_id, {})
+        return {gpu_type: by_size[batch_size] for gpu_type, by_size in own.items() if batch_size in by_size}
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
@@ -258,6 +267,7 @@ class Simulator:
             index = self.queue.popleft()
             spec, profile = self.specs[index], self.profiles[index]
             rates = admission_rates(self.throughputs, spec.model, spec.batch_size, spec.scale_factor, self.cluster)
+            rates.update(self._own_rates(index, spec.batch_size))
             loop.admit(JobState.admit(index, spec, profile, rates))
 
     def idle(self, loop: SchedulingLoop) -> bool:
