@@ -3,11 +3,11 @@ PyTorch jobs on CPU) and simulated from what the run measured, per policy; print
 
 The workloads are profiled on this machine first (`profile-workloads`' code) and the runs use that table, as an
 operator would. The simulation replays each run with its measured rates (DIR/measured_throughputs.json), the batch
-sizes its jobs really chose (DIR/batch_sizes.json), its rounds as they really were and its measured start-up
-per gang size as the restart cost (`shockwave.runtime.run.replay_arguments`). Each policy runs --repeats times: the
-spread of its real runs is the noise floor the simulator's gap should be read against. Runs already in --out are
-reused, so an interrupted experiment resumes. About 8-9 minutes of wall time per run on a 2-core machine
-(12-13 in the long regime).
+sizes its jobs really chose (DIR/batch_sizes.json), its rounds as they really were, and each job's own rates and
+lease start-ups (DIR/measured_jobs.json; `shockwave.runtime.run.replay_arguments`). Each policy runs --repeats
+times: the spread of its real runs is the noise floor the simulator's gap should be read against. Runs already in
+--out are reused, so an interrupted experiment resumes. About 2.5 minutes of wall time per run on a 2-core machine (6 in
+the long regime); `make fidelity` runs both regimes.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def main() -> None:
         title=f"Real runs vs their simulated replays, {len(regime)} jobs, {args.gpus} GPUs, {args.round_seconds:g} s "
         f"rounds, mean of {args.repeats} run(s)"
     )
-    for column in ("policy", "metric", "run", "simulate", "difference", "run-to-run"):
+    for column in ("policy", "metric", "run", "simulate", "difference", "single runs", "run-to-run"):
         table.add_column(column, justify="left" if column in ("policy", "metric") else "right")
     rows = []
     for policy in args.policies.split(","):
@@ -166,8 +166,9 @@ def main() -> None:
             ours = [r[key] * scale for r in reals]
             model = [s[key] * scale for s in sims]
             mean_run, mean_sim = sum(ours) / len(ours), sum(model) / len(model)
-            diff = f"{(mean_sim - mean_run) / mean_run:+.1%}" if mean_run else f"{mean_sim - mean_run:+.1f}"
-            table.add_row(policy, label, f"{mean_run:.1f}", f"{mean_sim:.1f}", diff, f"±{spread(ours):.1%}")
+            singles = ", ".join(gap(a, b) for a, b in zip(ours, model, strict=True))
+            row = (f"{mean_run:.1f}", f"{mean_sim:.1f}", gap(mean_run, mean_sim), singles, f"±{spread(ours):.1%}")
+            table.add_row(policy, label, *row)
             rows.append(
                 {
                     "policy": policy,
@@ -179,6 +180,11 @@ def main() -> None:
         table.add_section()
     console.print(table)
     (args.out / "fidelity.json").write_text(json.dumps(rows, indent=1))
+
+
+def gap(run: float, simulated: float) -> str:
+    """The replay's difference from the run: relative, or absolute where the run's value is 0."""
+    return f"{(simulated - run) / run:+.1%}" if run else f"{simulated - run:+.1f}"
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def simulate(
     prices: str | Path | None = None,
     trace_format: str = "auto",
     profiles: str | Path | None = None,
-    job_rates: str | Path | None = None,
+    measured_jobs: str | Path | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
@@ -55,8 +55,8 @@ def simulate(
     `--policy-param` writes them), each one it must declare;
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
     and that the cost-aware policies weigh throughput by; `trace_format="sia"` reads `trace` as Sia's workload CSV,
-    rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles; `job_rates` (a real
-    run's job_rates.json) gives single jobs their own measured rates.
+    rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles; `measured_jobs` (a
+    real run's measured_jobs.json) gives its jobs their own measured rates and start-ups.
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -78,7 +78,7 @@ def simulate(
         None if prices is None else Path(prices),
         trace_format=trace_format,
         profiles=None if profiles is None else Path(profiles),
-        job_rates=None if job_rates is None else Path(job_rates),
+        measured_jobs=None if measured_jobs is None else Path(measured_jobs),
     )
     return Result.model_validate(summary)
 

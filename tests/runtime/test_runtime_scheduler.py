@@ -371,6 +371,14 @@ def test_a_replay_trains_each_job_as_long_as_the_run_did(trace: Path, tmp_path: 
         j for j, rate in averaged.items() if result["jobs"][j]["measured_throughput"] != pytest.approx(rate, rel=0.05)
     ]
     assert smoothed_off
+    # Each job's own rate and start-ups too, for a replay whose jobs of one kind ran at different speeds.
+    own = json.loads((tmp_path / "measured_jobs.json").read_text())
+    assert own == {
+        str(j): {"rates": {"v100": {str(journal[j].batch_size): pytest.approx(rate)}}, "startups": journal[j].startups}
+        for j, rate in averaged.items()
+    }
+    args = replay_arguments(tmp_path, result)
+    assert args[args.index("--measured-jobs") + 1] == str(tmp_path / "measured_jobs.json")
 
 
 def test_journal_misuse_is_an_input_error(trace: Path, tmp_path: Path) -> None:

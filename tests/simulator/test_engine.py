@@ -255,6 +255,92 @@ def test_bad_observed_batch_sizes_are_named(tmp_path: Path, schedules: object, m
     assert "batch_sizes.json" in str(error.value)
 
 
+def test_a_measured_job_trains_at_its_own_rates_where_known_and_at_the_table_s_ratios_elsewhere(
+    tmp_path: Path,
+) -> None:
+    """Three ResNet-18 jobs of one kind, each alone on a GPU: the second measured at half the table's rate at batch
+    size 32 and a quarter at 64 trains at those; the third, measured only at 32, goes on at 64 by the table's ratio
+    between the two sizes."""
+    epochs = 3
+    trace = trace_file(
+        tmp_path,
+        job("ResNet-18", 32, 1563 * epochs, 0.0),
+        job("ResNet-18", 32, 1563 * epochs, 0.0, mode="accordion"),
+        job("ResNet-18", 32, 1563 * epochs, 0.0, mode="accordion"),
+    )
+    tm = BuiltinThroughputs()
+    rate = {bs: tm.throughput("ResNet-18", bs, 1) for bs in (32, 64)}
+    steps = {bs: FAMILIES["ResNet-18"].iterations_per_epoch(bs) for bs in (32, 64)}
+    observed, own = tmp_path / "batch_sizes.json", tmp_path / "measured_jobs.json"
+    observed.write_text(json.dumps({"1": [32, 64, 64], "2": [32, 64, 64]}))
+    halved = {"v100": {"32": rate[32] / 2, "64": rate[64] / 4}}
+    own.write_text(json.dumps({"1": {"rates": halved}, "2": {"rates": {"v100": {"32": 10.0}}}}))
+    mech = preset("corrected").with_overrides(restart_cost_s=0.0, switch_cost_by_gang={1: 0.0})
+    jobs = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=observed, measured_jobs=own)[0]["jobs"]
+    assert jobs[0]["finish_s"] == pytest.approx(epochs * steps[32] / rate[32], rel=1e-6)
+    assert jobs[1]["finish_s"] == pytest.approx(steps[32] / (rate[32] / 2) + 2 * steps[64] / (rate[64] / 4), rel=1e-3)
+    scaled = 10.0 * rate[64] / rate[32]
+    assert jobs[2]["finish_s"] == pytest.approx(steps[32] / 10.0 + 2 * steps[64] / scaled, rel=1e-3)
+    assert jobs[1]["t_isolated_s"] == jobs[2]["t_isolated_s"]  # rho keeps the table's T_iso: the same for both
+
+
+def test_a_measured_job_s_nth_start_costs_its_nth_measured_start_up_then_their_mean(tmp_path: Path) -> None:
+    """Two jobs of 250 s share one GPU in 100 s rounds under max-min fairness. Job 0's starts cost what the run
+    measured, 3 s then 7 s, and then (the run never started it a third time) their mean, 5 s; job 1, measured
+    without start-ups, pays the mechanics' 11 s. Job 0 runs rounds 0 and 2 (97 + 93 s trained), job 1 rounds 1, 3
+    and 4 (89 + 89 s, then it keeps its GPU), job 0 round 5."""
+    rate = BuiltinThroughputs().throughput("ResNet-18", 32, 1)
+    steps = int(rate * 250)
+    trace = trace_file(tmp_path, job("ResNet-18", 32, steps, 0.0), job("ResNet-18", 32, steps, 0.0))
+    own, nothing_observed = tmp_path / "measured_jobs.json", tmp_path / "none.json"
+    own.write_text(json.dumps({"0": {"startups": [3.0, 7.0]}, "1": {}}))
+    nothing_observed.write_text("{}")
+    mech = preset("corrected").with_round_seconds(100.0).with_overrides(restart_cost_s=11.0)
+    first, second = simulate(
+        trace, "max_min_fairness", ClusterSpec.of(1), mech, batch_sizes=nothing_observed, measured_jobs=own
+    )[0]["jobs"]
+    alone = steps / rate  # rounds train whole steps: within a step per round
+    assert second["finish_s"] == pytest.approx(400 + alone - 2 * (100 - 11), abs=0.1)
+    assert first["finish_s"] == pytest.approx(500 + 5 + alone - (100 - 3) - (100 - 7), abs=0.1)
+
+
+@pytest.mark.parametrize(
+    ("measured", "field", "message"),
+    [
+        ({"3": {}}, "3", "'3' is not a job id of the trace (0..1)"),
+        ({"0": {"rates": {"k80": {"32": 1.0}}}}, "0.rates.k80", "GPU type 'k80' is not in the cluster (v100)"),
+        (
+            {"0": {"rates": {"v100": {"32": -1.0}}}},
+            "0.rates.v100.32",
+            "a positive number of steps per second, not -1.0",
+        ),
+        ({"0": {"rates": {"v100": {"32": True}}}}, "0.rates.v100.32", "not True"),
+        ({"0": {"rates": {"v100": {"0": 1.0}}}}, "0.rates.v100.0", "'0' is not a batch size"),
+        ({"0": {"rates": {"v100": [1.0]}}}, "0.rates.v100", "expected an object"),
+        ({"0": {"startups": [0.5, -1]}}, "0.startups[1]", "expected seconds from 0 to 1e+07, not -1"),
+        ({"0": {"startups": 0.5}}, "0.startups", "expected a list of seconds"),
+        ({"0": {"startup": [0.5]}}, "0.startup", "unknown field 'startup' (rates, startups)"),
+        ([], "", "expected an object"),
+    ],
+)
+def test_bad_measured_jobs_are_named(tmp_path: Path, measured: object, field: str, message: str) -> None:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 100, 0.0), job("LM", 20, 100, 0.0))
+    own = tmp_path / "measured_jobs.json"
+    own.write_text(json.dumps(measured))
+    with pytest.raises(InputError, match=re.escape(message)) as error:
+        simulate(trace, "fifo", ClusterSpec.of(2), preset("corrected"), measured_jobs=own)
+    assert "measured_jobs.json" in str(error.value) and field in str(error.value)
+
+
+def test_measured_jobs_that_are_not_numbers_fail_in_one_line(tmp_path: Path) -> None:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 100, 0.0))
+    own = tmp_path / "measured_jobs.json"
+    own.write_text('{"0": {"rates": {"v100": {"32": NaN}}}}')
+    result = shockwave("simulate", "--trace", trace, "--policy", "fifo", "--gpus", "1", "--measured-jobs", own)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "measured_jobs.json" in result.stderr and "not nan" in result.stderr
+
+
 def test_a_replayed_start_up_depends_on_the_gang_and_can_outlast_a_round(tmp_path: Path) -> None:
     trace = trace_file(tmp_path, job("ResNet-18", 32, 1563 * 4, 0.0), job("ResNet-18", 32, 1563 * 4, 0.0, sf=2))
     nothing_observed = tmp_path / "none.json"

@@ -106,12 +106,12 @@ BatchSizesOpt = Annotated[
         help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
     ),
 ]
-JobRatesOpt = Annotated[
+MeasuredJobsOpt = Annotated[
     Path | None,
     typer.Option(
-        "--job-rates",
-        help="Each job's own steps/s by GPU type and batch size where known (DIR/job_rates.json of `shockwave run`): "
-        "a replay's jobs train as the real ones did, not at their kind's pooled rate.",
+        "--measured-jobs",
+        help="Each job's own steps/s by GPU type and batch size and its leases' start-ups, as a real run measured "
+        "them (DIR/measured_jobs.json of `shockwave run`): a replay's jobs train and start as the real ones did.",
     ),
 ]
 WindowOpt = Annotated[
@@ -158,7 +158,7 @@ def simulate_cmd(
     mechanics: MechanicsOpt = "corrected",
     config: ReferenceConfigOpt = None,
     batch_sizes: BatchSizesOpt = None,
-    job_rates: JobRatesOpt = None,
+    measured_jobs: MeasuredJobsOpt = None,
     window: WindowOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
     policy_param: PolicyParamOpt = None,
@@ -186,7 +186,7 @@ def simulate_cmd(
             throughputs=throughputs,
             config=config,
             batch_sizes=batch_sizes,
-            job_rates=job_rates,
+            measured_jobs=measured_jobs,
             on_round=on_round,
             window=None if window is None else parse_window(window),
             seed=seed,

@@ -3,8 +3,8 @@
 The trace is scaled by --time-scale X (arrivals and step counts divided by X) and written to DIR/trace.scaled.trace,
 so `shockwave simulate` can replay exactly what ran, with DIR/measured_throughputs.json (a Gavel table of the rates
 the jobs really reached, per GPU type and batch size), DIR/batch_sizes.json (the batch size each job really
-trained each epoch at, for `simulate --batch-sizes`) and DIR/job_rates.json (each job's own rates, for
-`simulate --job-rates`). Results are the `simulate --json` object, with per-job status,
+trained each epoch at, for `simulate --batch-sizes`) and DIR/measured_jobs.json (each job's own rates and lease
+start-ups, for `simulate --measured-jobs`). Results are the `simulate --json` object, with per-job status,
 preemptions, restarts, batch-size switches, the GPU type of each lease and measured throughput; T_iso (for
 finish-time fairness) is computed from the measured rates and the batch sizes the job really used.
 
@@ -62,7 +62,7 @@ from shockwave.runtime.journal import LAYOUT, MAX_SECONDS, JobRecord, Journal, r
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.job_rates import JobRates
+from shockwave.workload_model.measured_jobs import MeasuredJob, MeasuredJobs
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import build_profile, isolated_time, schedule_from_switches
 from shockwave.workload_model.throughput import (
@@ -75,6 +75,8 @@ from shockwave.workload_model.throughput import (
 from shockwave.workload_model.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
 log = logging.getLogger(__name__)
+MEASURED_JOBS = "measured_jobs.json"
+"""Each job's own rates and start-ups, in a run's folder (`shockwave.workload_model.measured_jobs`)."""
 
 
 @dataclass(frozen=True)
@@ -127,8 +129,8 @@ def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
 
 def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     """`shockwave simulate` arguments that replay a finished run: its scaled trace, measured rates, the batch sizes
-    its jobs really used, its rounds as they really were, and its measured start-up per lease (by gang size)
-    as the restart cost.
+    its jobs really used, its rounds as they really were, each job's own rates and lease start-ups (DIR/
+    measured_jobs.json), and the mean start-up by gang size as the restart cost of starts the run never made.
 
     A real round lasts `round_seconds` plus the time its preempted jobs took to leave (the round's clock starts once
     their GPUs are free), and kept jobs train all along; a started job loses its start-up, which is measured from the
@@ -150,7 +152,7 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     restart = result.get("restart_overhead_s") or 0.0
     policy = result.get("policy_spec", result["policy"])  # a file's class: its file and class
     cluster = ("--cluster", result["cluster"]) if result.get("cluster") else ("--gpus", str(result["gpus"]))
-    own = ("--job-rates", str(out / "job_rates.json")) if (out / "job_rates.json").exists() else ()
+    own = ("--measured-jobs", str(out / MEASURED_JOBS)) if (out / MEASURED_JOBS).exists() else ()
     return [
         *("--trace", str(out / "trace.scaled.trace"), "--throughputs", str(out / "measured_throughputs.json")),
         *("--batch-sizes", str(out / "batch_sizes.json"), *own, "--policy", policy, *cluster),
@@ -194,14 +196,16 @@ def _measured_rates(jobs: list[Job], records: dict[int, JobRecord]) -> Rates:
     return rates
 
 
-def _job_rates(records: Mapping[int, JobRecord]) -> JobRates:
-    """Each job's own steps/s by GPU type and batch size: its steps there over its seconds (start-ups excluded), as
-    `_measured_rates` pools them by kind of job."""
-    rates: JobRates = {}
+def _measured_jobs(records: Mapping[int, JobRecord]) -> MeasuredJobs:
+    """Each job's own steps/s by GPU type and batch size (its steps there over its seconds, start-ups excluded, as
+    `_measured_rates` pools them by kind of job) and its leases' start-ups."""
+    measured: MeasuredJobs = {}
     for job_id, record in sorted(records.items()):
+        rates: dict[str, dict[int, float]] = {}
         for gpu_type, bs, (steps, seconds) in _trained(record):
-            rates.setdefault(job_id, {}).setdefault(gpu_type, {})[bs] = steps / seconds
-    return rates
+            rates.setdefault(gpu_type, {})[bs] = steps / seconds
+        measured[job_id] = MeasuredJob(rates, tuple(record.startups))
+    return measured
 
 
 def _trained(record: JobRecord) -> Iterator[tuple[str, int, tuple[float, float]]]:
@@ -518,13 +522,13 @@ def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
 @dataclass(frozen=True)
 class Measured:
     """What a run's jobs really did, as its result and the service's rho read it: a rate table from the measured
-    rates (completed across types), the batch size of each job's every epoch, and each finished job's outcome, its
-    T_iso at those rates and batch sizes."""
+    rates (completed across types), the batch size of each job's every epoch, each finished job's outcome, its
+    T_iso at those rates and batch sizes, and each job's own rates and start-ups (a replay's `--measured-jobs`)."""
 
     rates: Rates
     schedules: dict[int, list[int]]
     outcomes: list[JobOutcome]
-    job_rates: JobRates
+    jobs: MeasuredJobs
 
     def rhos(self, gpus: int) -> dict[int, float]:
         """Each finished job's finish-time fairness, the metric's (`finish_time_fairness`, N the finished jobs)."""
@@ -558,7 +562,7 @@ def measured(
         for i, r in sorted(records.items())
         if r.status == "done"
     ]
-    return Measured(rates, schedules, outcomes, _job_rates(records))
+    return Measured(rates, schedules, outcomes, _measured_jobs(records))
 
 
 def run_result(
@@ -607,13 +611,13 @@ def run_result(
 
 
 def _write_replay_inputs(out: Path, run: Measured) -> None:
-    """What `simulate --throughputs ... --batch-sizes ... --job-rates ...` replays the run from: its measured rates,
-    each job's batch sizes by epoch and each job's own rates."""
+    """What `simulate --throughputs ... --batch-sizes ... --measured-jobs ...` replays the run from: its measured
+    rates, each job's batch sizes by epoch and each job's own rates and start-ups."""
     write_atomically(
         out / "measured_throughputs.json", json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1)
     )
     write_atomically(out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())}))
-    write_atomically(out / "job_rates.json", json.dumps({str(i): by_type for i, by_type in run.job_rates.items()}))
+    write_atomically(out / MEASURED_JOBS, json.dumps({str(i): job.to_json() for i, job in run.jobs.items()}))
 
 
 def _summary(

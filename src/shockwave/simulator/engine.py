@@ -29,7 +29,7 @@ from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
 from shockwave.workload_model.goodput import Advanced, goodput_of
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.job_rates import JobRates
+from shockwave.workload_model.measured_jobs import MeasuredJobs
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
@@ -95,11 +95,14 @@ class Simulator:
         replay: bool = False,
         window: range | None = None,
         prices: Prices | None = None,
-        job_rates: JobRates | None = None,
+        measured: MeasuredJobs | None = None,
     ) -> None:
         self.on_round, self.replay = on_round, replay
-        self.job_rates = job_rates or {}
-        """Rates of single jobs (a real run's, `shockwave.workload_model.job_rates`): where known, a job's truth."""
+        self.measured = measured or {}
+        """Jobs of a real run as it measured them (`shockwave.workload_model.measured_jobs`): their truth."""
+        self.starts: Counter[int] = Counter()
+        """Starts of each job so far that paid a start-up at their round's start (a measured job's n-th costs its
+        n-th measured start-up)."""
         self.prices = prices
         """What the result's cost is counted in (None: Gavel's default prices, where they cover the cluster)."""
         self.window = window
@@ -239,9 +242,9 @@ class Simulator:
         return rates_after_switch(job, new_bs, self.throughputs, self._own_rates(job.id, new_bs), self.cluster)
 
     def _own_rates(self, job_id: int, batch_size: int) -> dict[str, float]:
-        """The job's own rate at `batch_size` on each GPU type it is known on (`job_rates`)."""
-        own = self.job_rates.get(job_id, {})
-        return {gpu_type: by_size[batch_size] for gpu_type, by_size in own.items() if batch_size in by_size}
+        """The job's measured rate at `batch_size` on each GPU type it was measured on there."""
+        own = self.measured.get(job_id)
+        return {} if own is None else own.rates_at(batch_size)
 
     def _request_batch_sizes(self) -> None:
         for job in self.view.jobs.values():
@@ -412,13 +415,20 @@ class Simulator:
         own = job.spec.restart_s
         return self.mechanics.restart_cost(job.scale_factor) if own is None else own
 
+    def _start_cost(self, job: JobState) -> float:
+        """This start's cost: the measured job's start-up of that lease where known, else its restart cost."""
+        own = self.measured.get(job.id)
+        measured = None if own is None else own.startup(self.starts[job.id])
+        self.starts[job.id] += 1
+        return self._restart_cost(job) if measured is None else measured
+
     def _startup(self, job: JobState, *, restarting: bool) -> float:
         """Seconds of this round the job spends starting (`_starts_up`); a start-up longer than a round goes on in
         the next one if the job keeps its GPUs, and is lost otherwise."""
         if not self._starts_up(job):
             return 0.0
         self.switched.discard(job.id)
-        left = self._restart_cost(job) if restarting else self.starting.pop(job.id, 0.0)
+        left = self._start_cost(job) if restarting else self.starting.pop(job.id, 0.0)
         length = self.mechanics.round_seconds
         if left > length:
             self.starting[job.id] = left - length

@@ -1,0 +1,111 @@
+"""Each job of a real run as it was measured: its own rates and its leases' start-ups, a replay's truth for the job.
+
+A throughput table has one rate per (model, batch size, gang, GPU type), and a restart cost is one number per gang
+size. Two jobs of one kind can still train at different speeds (what runs beside them, their data, their node): in a
+fidelity run on 2 cores emulating 4 GPUs, two LM jobs of batch size 20 on 2 GPUs trained at 144 and 216 steps/s.
+And a lease's start-up (from the round's decision to its first step) varies lease by lease. `shockwave run` writes
+both to DIR/measured_jobs.json; `simulate --measured-jobs` makes a job's rates its own where it measured them (the
+table's, scaled by the table's ratios, elsewhere) and its n-th start cost its n-th measured start-up (the mean of its
+start-ups once a replay starts it more often than the run did).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from shockwave.core.errors import InputError
+from shockwave.io.jsonfile import read_json_object
+from shockwave.io.text import BATCH_SIZES_LIMIT
+
+SHAPE = (
+    'an object {"<job id>": {"rates": {"<GPU type>": {"<batch size>": steps per second}}, "startups": [seconds, ...]}}'
+)
+MAX_STARTUP_S = 1e7
+"""A start-up longer than about four months is not a measurement."""
+
+
+@dataclass(frozen=True)
+class MeasuredJob:
+    rates: dict[str, dict[int, float]]
+    """GPU type -> batch size -> steps/s the job trained at alone (start-ups excluded)."""
+    startups: tuple[float, ...] = ()
+    """Seconds from each lease's decision to its first step, in the order of its leases."""
+
+    def rates_at(self, batch_size: int) -> dict[str, float]:
+        """Its rate at `batch_size` on each GPU type it was measured on there."""
+        return {gpu_type: by_size[batch_size] for gpu_type, by_size in self.rates.items() if batch_size in by_size}
+
+    def startup(self, start: int) -> float | None:
+        """What its `start`-th start (from 0) cost, or the mean of its start-ups past the last; None: none known."""
+        if not self.startups:
+            return None
+        return self.startups[start] if start < len(self.startups) else fmean(self.startups)
+
+    def to_json(self) -> dict[str, Any]:
+        rates = {gpu_type: {str(bs): rate for bs, rate in by_size.items()} for gpu_type, by_size in self.rates.items()}
+        return {"rates": rates, "startups": list(self.startups)}
+
+
+MeasuredJobs = dict[int, MeasuredJob]
+"""Job id -> what the run measured of it."""
+
+
+def read_measured_jobs(path: Path, jobs: int, gpu_types: Collection[str]) -> MeasuredJobs:
+    """The measured jobs in `path`, checked against a trace of `jobs` jobs and a cluster of `gpu_types`: every rate
+    a positive finite number of steps per second, every start-up a finite number of seconds >= 0."""
+    raw = read_json_object(path, "measured jobs", SHAPE, BATCH_SIZES_LIMIT)
+    measured: MeasuredJobs = {}
+    for key, entry in raw.items():
+        if not (key.isascii() and key.isdigit()) or int(key) >= jobs:
+            raise InputError(f"{key!r} is not a job id of the trace (0..{jobs - 1})", path=path, field=key)
+        fields = _object(entry, path, key)
+        unknown = sorted(set(fields) - {"rates", "startups"})
+        if unknown:
+            raise InputError(f"unknown field {unknown[0]!r} (rates, startups)", path=path, field=f"{key}.{unknown[0]}")
+        rates = {
+            gpu_type: _by_batch_size(by_size, path, f"{key}.rates.{gpu_type}")
+            for gpu_type, by_size in _object(fields.get("rates", {}), path, f"{key}.rates").items()
+        }
+        foreign = sorted(set(rates) - set(gpu_types))
+        if foreign:
+            message = f"GPU type {foreign[0]!r} is not in the cluster ({', '.join(gpu_types)})"
+            raise InputError(message, path=path, field=f"{key}.rates.{foreign[0]}")
+        measured[int(key)] = MeasuredJob(rates, _startups(fields.get("startups", []), path, f"{key}.startups"))
+    return measured
+
+
+def _by_batch_size(raw: Any, path: Path, field: str) -> dict[int, float]:
+    rates: dict[int, float] = {}
+    for bs, rate in _object(raw, path, field).items():
+        if not (bs.isascii() and bs.isdigit() and 0 < int(bs) < 10**9):
+            raise InputError(f"{bs!r} is not a batch size", path=path, field=f"{field}.{bs}")
+        if not _number(rate) or rate <= 0:
+            message = f"expected a positive number of steps per second, not {rate!r}"
+            raise InputError(message, path=path, field=f"{field}.{bs}")
+        rates[int(bs)] = float(rate)
+    return rates
+
+
+def _startups(raw: Any, path: Path, field: str) -> tuple[float, ...]:
+    if not isinstance(raw, list):
+        raise InputError("expected a list of seconds", path=path, field=field)
+    for n, seconds in enumerate(raw):
+        if not _number(seconds) or not 0 <= seconds <= MAX_STARTUP_S:
+            message = f"expected seconds from 0 to {MAX_STARTUP_S:g}, not {seconds!r}"
+            raise InputError(message, path=path, field=f"{field}[{n}]")
+    return tuple(float(seconds) for seconds in raw)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _object(raw: Any, path: Path, field: str) -> dict[str, Any]:
+    if not isinstance(raw, dict):
+        raise InputError(f"expected {SHAPE}", path=path, field=field)
+    return raw
