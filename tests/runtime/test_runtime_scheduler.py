@@ -106,18 +106,24 @@ def test_slow_checkpoints_of_preempted_jobs_never_let_kept_leases_lapse(trace: P
     assert all(len(job["checkpoint_s"]) == len(journal[job["id"]].checkpoints_s) for job in result["jobs"])
 
 
-def test_a_job_exiting_at_a_rounds_end_is_not_planned_another_round(tmp_path: Path) -> None:
-    """Job 0 takes its last step 0.2 s before the round ends and needs 1 s to write its final checkpoint and exit.
-    The round's end waits for it, so job 1 gets the GPU then, not a round later with the GPU idle meanwhile."""
+@pytest.mark.parametrize(("exit_s", "second_starts"), [(0.6, 4.5), (3.0, 9.0)])
+def test_a_job_exiting_at_a_rounds_end_is_not_planned_another_round(
+    tmp_path: Path, exit_s: float, second_starts: float
+) -> None:
+    """Job 0 takes its last step 0.2 s before its 4 s round ends. The round's end waits for it to write its final
+    checkpoint and exit, at most half a lease's hold (1 s of 2 s), looking every 0.25 s: exiting in 0.6 s, job 1
+    gets the GPU at the next look, not a round later with the GPU idle meanwhile; exiting in 3 s, it is planned
+    again once the wait is over (bounded, so the leases of jobs kept on never lapse) and job 1 starts a round
+    later."""
     trace = write_runtime_trace(
-        tmp_path / "two.trace", [("ResNet-18", 32, 1, 720, 0.0), ("ResNet-18", 32, 1, 400, 0.0)]
+        tmp_path / "two.trace", [("ResNet-18", 32, 1, 1520, 0.0), ("ResNet-18", 32, 1, 400, 0.0)]
     )
-    slow_exit = FakeBackend(1, steps_per_s=RATE, exit_s=1.0)
-    result = run(request(trace, tmp_path / "out", "fifo", gpus=1, round_seconds=2.0, time_scale=1), lambda _: slow_exit)
+    slow_exit = FakeBackend(1, steps_per_s=RATE, exit_s=exit_s)
+    result = run(request(trace, tmp_path / "out", "fifo", gpus=1, round_seconds=4.0, time_scale=1), lambda _: slow_exit)
     first, second = result["jobs"]
-    assert first["finish_s"] == pytest.approx(1.8)
-    assert second["starts"] == [pytest.approx(2.8, abs=0.3)]  # the round's end (2 s) and job 0's exit (2.8 s)
-    assert result["makespan_s"] == pytest.approx(2.8 + 1.0, abs=0.3)
+    assert first["finish_s"] == pytest.approx(3.8)
+    assert second["starts"] == [pytest.approx(second_starts, abs=0.3)]
+    assert result["makespan_s"] == pytest.approx(second_starts + 1.0, abs=0.3)
 
 
 class CrashingBackend(FakeBackend):

@@ -338,10 +338,11 @@ class RuntimeScheduler:
                     self._save()
 
     def _await_last_exits(self) -> None:
-        """Wait, at most LAST_EXIT_S, for the jobs that took their last step to exit, so the round about to be
-        decided sees them done. A fidelity run's job that was writing its final checkpoint 0.2 s past a round's end
-        was planned another round, and two GPUs idled 40 s (a replay has no such race)."""
-        deadline = self.clock.now() + LAST_EXIT_S
+        """Wait for the jobs that took their last step to exit, so the round about to be decided sees them done: a
+        fidelity run's job writing its final checkpoint 0.2 s past a round's end was planned another round, and
+        two GPUs idled 40 s (a replay has no such race). At most LAST_EXIT_S, and half the leases' hold, so the
+        leases of jobs kept on never lapse meanwhile."""
+        deadline = self.clock.now() + min(LAST_EXIT_S, self.settings.hold_seconds / 2)
         while self.clock.now() < deadline and not self.stop.is_set():
             statuses = (self.backend.status(job_id) for job_id in self.running)
             if not any(status.done and not status.exited for status in statuses):
