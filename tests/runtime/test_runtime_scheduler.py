@@ -118,7 +118,7 @@ def test_a_job_exiting_at_a_rounds_end_is_not_planned_another_round(
     trace = write_runtime_trace(
         tmp_path / "two.trace", [("ResNet-18", 32, 1, 1520, 0.0), ("ResNet-18", 32, 1, 400, 0.0)]
     )
-    slow_exit = FakeBackend(1, steps_per_s=RATE, exit_s=exit_s)
+    slow_exit = FakeBackend(1, steps_per_s=RATE, final_exit_s=exit_s)
     result = run(request(trace, tmp_path / "out", "fifo", gpus=1, round_seconds=4.0, time_scale=1), lambda _: slow_exit)
     first, second = result["jobs"]
     assert first["finish_s"] == pytest.approx(3.8)
@@ -377,14 +377,21 @@ def test_a_replay_trains_each_job_as_long_as_the_run_did(trace: Path, tmp_path: 
         j for j, rate in averaged.items() if result["jobs"][j]["measured_throughput"] != pytest.approx(rate, rel=0.05)
     ]
     assert smoothed_off
-    # Each job's own rate and start-ups too, for a replay whose jobs of one kind ran at different speeds.
+    # Each job's own rate, start-ups and T_iso too, for a replay whose jobs of one kind ran at different speeds.
     own = json.loads((tmp_path / "measured_jobs.json").read_text())
     assert own == {
-        str(j): {"rates": {"v100": {str(journal[j].batch_size): pytest.approx(rate)}}, "startups": journal[j].startups}
+        str(j): {
+            "rates": {"v100": {str(journal[j].batch_size): pytest.approx(rate)}},
+            "startups": journal[j].startups,
+            "t_isolated_s": result["jobs"][j]["t_isolated_s"],
+        }
         for j, rate in averaged.items()
     }
     args = replay_arguments(tmp_path, result)
     assert args[args.index("--measured-jobs") + 1] == str(tmp_path / "measured_jobs.json")
+    assert "--throughputs" not in args  # the run planned with the built-in model: so does its replay
+    replayed = json.loads(shockwave("simulate", *args, "--json").stdout)
+    assert [job["t_isolated_s"] for job in replayed["jobs"]] == [job["t_isolated_s"] for job in result["jobs"]]
 
 
 def test_journal_misuse_is_an_input_error(trace: Path, tmp_path: Path) -> None:
@@ -451,6 +458,12 @@ def test_a_run_on_two_gpu_types_puts_every_lease_on_the_type_its_plan_names(
     assert set(table) == {"v100", "k80"}
     args = replay_arguments(tmp_path, result)
     assert args[args.index("--cluster") + 1] == "v100:2,k80:2"
+    # The replay's policy plans with the table the run's did; its jobs train at their measured rates.
+    planned = tmp_path / "planned_throughputs.json"
+    assert planned.read_bytes() == typed["throughputs"].read_bytes()
+    assert args[args.index("--throughputs") + 1] == str(planned)
+    own = json.loads((tmp_path / "measured_jobs.json").read_text())
+    assert {gpu_type for job in own.values() for gpu_type in job["rates"]} == {"v100", "k80"}
     replayed = shockwave("simulate", *args, "--json")
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout)["unfinished_jobs"] == []

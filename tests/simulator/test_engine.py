@@ -281,7 +281,10 @@ def test_a_measured_job_trains_at_its_own_rates_where_known_and_at_the_table_s_r
     assert jobs[1]["finish_s"] == pytest.approx(steps[32] / (rate[32] / 2) + 2 * steps[64] / (rate[64] / 4), rel=1e-3)
     scaled = 10.0 * rate[64] / rate[32]
     assert jobs[2]["finish_s"] == pytest.approx(steps[32] / 10.0 + 2 * steps[64] / scaled, rel=1e-3)
-    assert jobs[1]["t_isolated_s"] == jobs[2]["t_isolated_s"]  # rho keeps the table's T_iso: the same for both
+    assert jobs[1]["t_isolated_s"] == jobs[2]["t_isolated_s"]  # the table's T_iso: the same for both
+    own.write_text(json.dumps({"1": {"rates": halved, "t_isolated_s": 1234.5}}))
+    again = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=observed, measured_jobs=own)[0]["jobs"]
+    assert again[1]["t_isolated_s"] == 1234.5 and again[1]["ftf"] == pytest.approx(again[1]["jct_s"] / 1234.5)
 
 
 def test_a_measured_job_s_nth_start_costs_its_nth_measured_start_up_then_their_mean(tmp_path: Path) -> None:
@@ -317,9 +320,10 @@ def test_a_measured_job_s_nth_start_costs_its_nth_measured_start_up_then_their_m
         ({"0": {"rates": {"v100": {"32": True}}}}, "0.rates.v100.32", "not True"),
         ({"0": {"rates": {"v100": {"0": 1.0}}}}, "0.rates.v100.0", "'0' is not a batch size"),
         ({"0": {"rates": {"v100": [1.0]}}}, "0.rates.v100", "expected an object"),
-        ({"0": {"startups": [0.5, -1]}}, "0.startups[1]", "expected seconds from 0 to 1e+07, not -1"),
+        ({"0": {"startups": [0.5, -1]}}, "0.startups[1]", "expected seconds from 0 to 1e+10, not -1"),
         ({"0": {"startups": 0.5}}, "0.startups", "expected a list of seconds"),
-        ({"0": {"startup": [0.5]}}, "0.startup", "unknown field 'startup' (rates, startups)"),
+        ({"0": {"startup": [0.5]}}, "0.startup", "unknown field 'startup' (rates, startups, t_isolated_s)"),
+        ({"0": {"t_isolated_s": 0}}, "0.t_isolated_s", "expected seconds above 0, at most 1e+10, not 0"),
         ([], "", "expected an object"),
     ],
 )

@@ -1,9 +1,10 @@
 """An in-process stand-in for a cluster, for fast tests of the runtime scheduler: no Ray, no processes.
 
 A started gang advances at a fixed rate (steps per second on the backend's clock) after `startup_s`, from where the
-launch says until its deadline or its total, and exits `exit_s` after its deadline or its last step (the time a real
-job takes to write its checkpoint); `fail(job)` makes it crash. Its "checkpoint" is the step count. The clock is
-virtual unless one is given, so a run takes only its computation's time and does not depend on the machine's load.
+launch says until its deadline or its total, and exits `exit_s` after its deadline (the time a real job takes to
+write its checkpoint) or `final_exit_s` after its last step; `fail(job)` makes it crash. Its "checkpoint" is the
+step count. The clock is virtual unless one is given, so a run takes only its computation's time and does not
+depend on the machine's load.
 
 GPUs are one pool that takes a launch of any type (`gpus=4`), or pools by type (`gpus={"v100": 2, "k80": 2}`): a
 launch then waits for room in its type's pool, as on Ray, and may train at its type's own rate. A launch with a
@@ -42,13 +43,14 @@ class FakeBackend:
         startup_s: float = 0.0,
         exit_s: float = 0.0,
         clock: Clock | None = None,
+        final_exit_s: float = 0.0,
         pair_speed: float = 0.6,
     ) -> None:
         self.pools = dict(gpus) if isinstance(gpus, Mapping) else None
         """GPUs by type, or None: one pool, whatever type a launch names."""
         self.gpus = sum(self.pools.values()) if self.pools is not None else int(gpus)
         self.rates = steps_per_s
-        self.startup_s, self.exit_s = startup_s, exit_s
+        self.startup_s, self.exit_s, self.final_exit_s = startup_s, exit_s, final_exit_s
         self.pair_speed = pair_speed
         self.clock: Clock = clock or VirtualClock()
         self.gangs: dict[int, _Gang] = {}
@@ -121,7 +123,8 @@ class FakeBackend:
         if done:  # like a real job, it last reported when it took its last step
             reported = min(reported, first + (gang.launch.total_steps - gang.start_step) / self.rate(gang))
         # it exits once it has written its checkpoint after its last step or its lease's end
-        exited = gang.failed is not None or now >= (reported if done else gang.deadline) + self.exit_s
+        leaves = reported + self.final_exit_s if done else gang.deadline + self.exit_s
+        exited = gang.failed is not None or now >= leaves
         first_step = first if reported > first else None
         return GangStatus(step, reported, exited, gang.failed, done, None, gang.start_step, first_step, gang.started)
 

@@ -390,6 +390,7 @@ def _result(
         round_seconds=request.round_seconds,
         cluster=scheduler.cluster.describe(),
         realloc_seconds=request.realloc_seconds,
+        throughputs=request.throughputs,
     )
     result = run_result(as_run, label, scheduler, inputs.throughputs, scheduler.jobs, inputs.prices)
     result["job_names"] = [link.name(i) for i in range(len(scheduler.jobs))]

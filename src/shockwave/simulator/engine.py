@@ -450,19 +450,20 @@ class Simulator:
         a gang counts once) and what they cost; SLO violations among the measured finished jobs that have SLOs."""
         return {**cost_fields(busy_s, self.prices), **slo_fields(violates_slo(j) for j in done if has_slo(j))}
 
+    def _isolated_time(self, job: JobState) -> float:
+        """T_iso for the job's finish-time fairness: the run's, for a measured job (its measured rates), else the
+        table's."""
+        own = self.measured.get(job.id)
+        if own is not None and own.t_isolated_s is not None:
+            return own.t_isolated_s
+        return isolated_time(job.spec, job.profile, self.throughputs, self.cluster)
+
     def _summary(self, wall_seconds: float) -> dict[str, Any]:
         measured = range(len(self.specs)) if self.window is None else self.window
         unfinished = [i for i in measured if i not in self.finished]
         done = [self.finished[i] for i in measured if i in self.finished]
         outcomes = [
-            JobOutcome(
-                j.id,
-                j.arrival_s,
-                j.last_finish_s,
-                isolated_time(j.spec, j.profile, self.throughputs, self.cluster),
-                j.batch_size_changes,
-            )
-            for j in done
+            JobOutcome(j.id, j.arrival_s, j.last_finish_s, self._isolated_time(j), j.batch_size_changes) for j in done
         ]
         summary = summarize_run(
             outcomes,

@@ -4,9 +4,12 @@ A throughput table has one rate per (model, batch size, gang, GPU type), and a r
 size. Two jobs of one kind can still train at different speeds (what runs beside them, their data, their node): in a
 fidelity run on 2 cores emulating 4 GPUs, two LM jobs of batch size 20 on 2 GPUs trained at 144 and 216 steps/s.
 And a lease's start-up (from the round's decision to its first step) varies lease by lease. `shockwave run` writes
-both to DIR/measured_jobs.json; `simulate --measured-jobs` makes a job's rates its own where it measured them (the
-table's, scaled by the table's ratios, elsewhere) and its n-th start cost its n-th measured start-up (the mean of its
-start-ups once a replay starts it more often than the run did).
+both to DIR/measured_jobs.json, with each finished job's T_iso as the run computed it (from the measured rates and the
+batch sizes it really used). `simulate --measured-jobs` makes a job's rates its own where it measured them (the
+table's, scaled by the table's ratios, elsewhere), its n-th start cost its n-th measured start-up (the mean of its
+start-ups once a replay starts it more often than the run did), and its finish-time fairness read against that T_iso.
+The table given with `--throughputs` stays what the policy plans with: a replay plans with the run's own table, as
+the run's scheduler did, while its jobs train as the run's did.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from shockwave.io.jsonfile import read_json_object
 from shockwave.io.text import BATCH_SIZES_LIMIT
 
 SHAPE = (
-    'an object {"<job id>": {"rates": {"<GPU type>": {"<batch size>": steps per second}}, "startups": [seconds, ...]}}'
+    'an object {"<job id>": {"rates": {"<GPU type>": {"<batch size>": steps per second}}, '
+    '"startups": [seconds, ...], "t_isolated_s": seconds}}'
 )
-MAX_STARTUP_S = 1e7
-"""A start-up longer than about four months is not a measurement."""
+FIELDS = ("rates", "startups", "t_isolated_s")
+MAX_SECONDS = 1e10
+"""Longer than three centuries: not a measurement."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,8 @@ class MeasuredJob:
     """GPU type -> batch size -> steps/s the job trained at alone (start-ups excluded)."""
     startups: tuple[float, ...] = ()
     """Seconds from each lease's decision to its first step, in the order of its leases."""
+    t_isolated_s: float | None = None
+    """Its T_iso as the run computed it (finished jobs), for its finish-time fairness."""
 
     def rates_at(self, batch_size: int) -> dict[str, float]:
         """Its rate at `batch_size` on each GPU type it was measured on there."""
@@ -48,7 +55,8 @@ class MeasuredJob:
 
     def to_json(self) -> dict[str, Any]:
         rates = {gpu_type: {str(bs): rate for bs, rate in by_size.items()} for gpu_type, by_size in self.rates.items()}
-        return {"rates": rates, "startups": list(self.startups)}
+        isolated = {} if self.t_isolated_s is None else {"t_isolated_s": self.t_isolated_s}
+        return {"rates": rates, "startups": list(self.startups), **isolated}
 
 
 MeasuredJobs = dict[int, MeasuredJob]
@@ -57,16 +65,17 @@ MeasuredJobs = dict[int, MeasuredJob]
 
 def read_measured_jobs(path: Path, jobs: int, gpu_types: Collection[str]) -> MeasuredJobs:
     """The measured jobs in `path`, checked against a trace of `jobs` jobs and a cluster of `gpu_types`: every rate
-    a positive finite number of steps per second, every start-up a finite number of seconds >= 0."""
+    a positive finite number of steps per second, every start-up a finite number of seconds >= 0, a T_iso > 0."""
     raw = read_json_object(path, "measured jobs", SHAPE, BATCH_SIZES_LIMIT)
     measured: MeasuredJobs = {}
     for key, entry in raw.items():
         if not (key.isascii() and key.isdigit()) or int(key) >= jobs:
             raise InputError(f"{key!r} is not a job id of the trace (0..{jobs - 1})", path=path, field=key)
         fields = _object(entry, path, key)
-        unknown = sorted(set(fields) - {"rates", "startups"})
+        unknown = sorted(set(fields) - set(FIELDS))
         if unknown:
-            raise InputError(f"unknown field {unknown[0]!r} (rates, startups)", path=path, field=f"{key}.{unknown[0]}")
+            message = f"unknown field {unknown[0]!r} ({', '.join(FIELDS)})"
+            raise InputError(message, path=path, field=f"{key}.{unknown[0]}")
         rates = {
             gpu_type: _by_batch_size(by_size, path, f"{key}.rates.{gpu_type}")
             for gpu_type, by_size in _object(fields.get("rates", {}), path, f"{key}.rates").items()
@@ -75,7 +84,12 @@ def read_measured_jobs(path: Path, jobs: int, gpu_types: Collection[str]) -> Mea
         if foreign:
             message = f"GPU type {foreign[0]!r} is not in the cluster ({', '.join(gpu_types)})"
             raise InputError(message, path=path, field=f"{key}.rates.{foreign[0]}")
-        measured[int(key)] = MeasuredJob(rates, _startups(fields.get("startups", []), path, f"{key}.startups"))
+        isolated = fields.get("t_isolated_s")
+        if isolated is not None and not (_number(isolated) and 0 < isolated <= MAX_SECONDS):
+            message = f"expected seconds above 0, at most {MAX_SECONDS:g}, not {isolated!r}"
+            raise InputError(message, path=path, field=f"{key}.t_isolated_s")
+        startups = _startups(fields.get("startups", []), path, f"{key}.startups")
+        measured[int(key)] = MeasuredJob(rates, startups, None if isolated is None else float(isolated))
     return measured
 
 
@@ -95,8 +109,8 @@ def _startups(raw: Any, path: Path, field: str) -> tuple[float, ...]:
     if not isinstance(raw, list):
         raise InputError("expected a list of seconds", path=path, field=field)
     for n, seconds in enumerate(raw):
-        if not _number(seconds) or not 0 <= seconds <= MAX_STARTUP_S:
-            message = f"expected seconds from 0 to {MAX_STARTUP_S:g}, not {seconds!r}"
+        if not _number(seconds) or not 0 <= seconds <= MAX_SECONDS:
+            message = f"expected seconds from 0 to {MAX_SECONDS:g}, not {seconds!r}"
             raise InputError(message, path=path, field=f"{field}[{n}]")
     return tuple(float(seconds) for seconds in raw)
 
