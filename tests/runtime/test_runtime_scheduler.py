@@ -383,6 +383,7 @@ def test_a_replay_trains_each_job_as_long_as_the_run_did(trace: Path, tmp_path: 
         str(j): {
             "rates": {"v100": {str(journal[j].batch_size): pytest.approx(rate)}},
             "startups": journal[j].startups,
+            "switches": journal[j].switch_seconds,
             "t_isolated_s": result["jobs"][j]["t_isolated_s"],
         }
         for j, rate in averaged.items()

@@ -225,6 +225,10 @@ def test_a_replayed_switch_within_a_round_costs_the_switch_and_goes_on_at_the_ne
     other_gang = preset("corrected").with_overrides(restart_cost_s=5.0, switch_cost_by_gang={2: 7.0})
     restarted = simulate(trace, "fifo", ClusterSpec.of(1), other_gang, batch_sizes=observed)[0]["jobs"][0]
     assert restarted["finish_s"] == pytest.approx(5 + epoch[32] + 5 + 2 * epoch[64], abs=0.05)  # the restart cost
+    own = tmp_path / "measured_jobs.json"  # a measured job's own switch and start-up
+    own.write_text(json.dumps({"0": {"startups": [1.5], "switches": [2.5]}}))
+    measured = simulate(trace, "fifo", ClusterSpec.of(1), mech, batch_sizes=observed, measured_jobs=own)[0]["jobs"][0]
+    assert measured["finish_s"] == pytest.approx(1.5 + epoch[32] + 2.5 + 2 * epoch[64], abs=0.05)
 
 
 def test_a_replayed_switch_that_outlasts_the_round_goes_on_starting_in_the_next(tmp_path: Path) -> None:
@@ -322,7 +326,8 @@ def test_a_measured_job_s_nth_start_costs_its_nth_measured_start_up_then_their_m
         ({"0": {"rates": {"v100": [1.0]}}}, "0.rates.v100", "expected an object"),
         ({"0": {"startups": [0.5, -1]}}, "0.startups[1]", "expected seconds from 0 to 1e+10, not -1"),
         ({"0": {"startups": 0.5}}, "0.startups", "expected a list of seconds"),
-        ({"0": {"startup": [0.5]}}, "0.startup", "unknown field 'startup' (rates, startups, t_isolated_s)"),
+        ({"0": {"startup": [0.5]}}, "0.startup", "unknown field 'startup' (rates, startups, switches, t_isolated_s)"),
+        ({"0": {"switches": [float("inf")]}}, "0.switches[0]", "expected seconds from 0 to 1e+10, not inf"),
         ({"0": {"t_isolated_s": 0}}, "0.t_isolated_s", "expected seconds above 0, at most 1e+10, not 0"),
         ([], "", "expected an object"),
     ],

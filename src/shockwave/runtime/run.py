@@ -212,7 +212,8 @@ def _measured_rates(jobs: list[Job], records: dict[int, JobRecord]) -> Rates:
 
 def _measured_jobs(records: Mapping[int, JobRecord], outcomes: list[JobOutcome]) -> MeasuredJobs:
     """Each job's own steps/s by GPU type and batch size (its steps there over its seconds, start-ups excluded, as
-    `_measured_rates` pools them by kind of job), its leases' start-ups, and a finished job's T_iso (`outcomes`)."""
+    `_measured_rates` pools them by kind of job), its leases' start-ups and switches, and a finished job's T_iso
+    (`outcomes`)."""
     isolated = {outcome.id: outcome.t_isolated_s for outcome in outcomes}
     measured: MeasuredJobs = {}
     for job_id, record in sorted(records.items()):
@@ -221,7 +222,8 @@ def _measured_jobs(records: Mapping[int, JobRecord], outcomes: list[JobOutcome])
             rates.setdefault(gpu_type, {})[bs] = steps / seconds
         t_isolated = isolated.get(job_id)
         known = t_isolated is not None and 0 < t_isolated < math.inf  # inf: a rate of 0 somewhere
-        measured[job_id] = MeasuredJob(rates, tuple(record.startups), t_isolated if known else None)
+        switches = tuple(max(0.0, seconds) for seconds in record.switch_seconds)
+        measured[job_id] = MeasuredJob(rates, tuple(record.startups), t_isolated if known else None, switches)
     return measured
 
 

@@ -103,6 +103,8 @@ class Simulator:
         self.starts: Counter[int] = Counter()
         """Starts of each job so far that paid a start-up at their round's start (a measured job's n-th costs its
         n-th measured start-up)."""
+        self.switches: Counter[int] = Counter()
+        """Switches of each job so far within a round (a measured job's n-th costs its n-th measured switch)."""
         self.prices = prices
         """What the result's cost is counted in (None: Gavel's default prices, where they cover the cluster)."""
         self.window = window
@@ -355,7 +357,7 @@ class Simulator:
 
     def _switch_within_round(self, launch: Launch, rate: float, gpu_type: str) -> None:
         """Where the job's replayed schedule changes batch size before the round ends, split its round as the real
-        job's went: train to that epoch's end, lose the switch cost (`Mechanics.switch_cost`), train on at the new
+        job's went: train to that epoch's end, lose the switch cost (`_switch_cost`), train on at the new
         size's rate; a switch cost that outlasts the round goes on in the next one if the job keeps its GPUs."""
         ahead = replace(launch.job)  # the job as the round leaves it, worked out ahead of `_settle`
         now, length = self.view.now, self.mechanics.round_seconds
@@ -373,7 +375,7 @@ class Simulator:
             elapsed += to_go / rate
             ahead.steps_done = boundary
             rescale_to_batch_size(ahead, new_bs, round_up_progress=self.mechanics.round_up_progress_at_switch)
-            rate, cost = rates[gpu_type], self.mechanics.switch_cost(ahead.scale_factor)
+            rate, cost = rates[gpu_type], self._switch_cost(ahead)
             if elapsed + cost >= length:
                 self.starting[ahead.id] = elapsed + cost - length
                 segments.append(Switched(new_bs, 0, 0.0))
@@ -421,6 +423,13 @@ class Simulator:
         measured = None if own is None else own.startup(self.starts[job.id])
         self.starts[job.id] += 1
         return self._restart_cost(job) if measured is None else measured
+
+    def _switch_cost(self, job: JobState) -> float:
+        """This switch's cost: the measured job's of that switch where known, else the mechanics' by gang size."""
+        own = self.measured.get(job.id)
+        measured = None if own is None else own.switch(self.switches[job.id])
+        self.switches[job.id] += 1
+        return self.mechanics.switch_cost(job.scale_factor) if measured is None else measured
 
     def _startup(self, job: JobState, *, restarting: bool) -> float:
         """Seconds of this round the job spends starting (`_starts_up`); a start-up longer than a round goes on in

@@ -3,11 +3,13 @@
 A throughput table has one rate per (model, batch size, gang, GPU type), and a restart cost is one number per gang
 size. Two jobs of one kind can still train at different speeds (what runs beside them, their data, their node): in a
 fidelity run on 2 cores emulating 4 GPUs, two LM jobs of batch size 20 on 2 GPUs trained at 144 and 216 steps/s.
-And a lease's start-up (from the round's decision to its first step) varies lease by lease. `shockwave run` writes
-both to DIR/measured_jobs.json, with each finished job's T_iso as the run computed it (from the measured rates and the
+And a lease's start-up (from the round's decision to its first step) varies lease by lease, as does a batch-size
+switch within a round (from the last step at the old size to the first at the new). `shockwave run` writes them
+to DIR/measured_jobs.json, with each finished job's T_iso as the run computed it (from the measured rates and the
 batch sizes it really used). `simulate --measured-jobs` makes a job's rates its own where it measured them (the
 table's, scaled by the table's ratios, elsewhere), its n-th start cost its n-th measured start-up (the mean of its
-start-ups once a replay starts it more often than the run did), and its finish-time fairness read against that T_iso.
+start-ups once a replay starts it more often than the run did; switches alike), and its finish-time fairness read
+against that T_iso.
 The table given with `--throughputs` stays what the policy plans with: a replay plans with the run's own table, as
 the run's scheduler did, while its jobs train as the run's did.
 """
@@ -27,9 +29,9 @@ from shockwave.io.text import BATCH_SIZES_LIMIT
 
 SHAPE = (
     'an object {"<job id>": {"rates": {"<GPU type>": {"<batch size>": steps per second}}, '
-    '"startups": [seconds, ...], "t_isolated_s": seconds}}'
+    '"startups": [seconds, ...], "switches": [seconds, ...], "t_isolated_s": seconds}}'
 )
-FIELDS = ("rates", "startups", "t_isolated_s")
+FIELDS = ("rates", "startups", "switches", "t_isolated_s")
 MAX_SECONDS = 1e10
 """Longer than three centuries: not a measurement."""
 
@@ -42,6 +44,8 @@ class MeasuredJob:
     """Seconds from each lease's decision to its first step, in the order of its leases."""
     t_isolated_s: float | None = None
     """Its T_iso as the run computed it (finished jobs), for its finish-time fairness."""
+    switches: tuple[float, ...] = ()
+    """Seconds each batch-size switch within a round took, in order."""
 
     def rates_at(self, batch_size: int) -> dict[str, float]:
         """Its rate at `batch_size` on each GPU type it was measured on there."""
@@ -49,14 +53,16 @@ class MeasuredJob:
 
     def startup(self, start: int) -> float | None:
         """What its `start`-th start (from 0) cost, or the mean of its start-ups past the last; None: none known."""
-        if not self.startups:
-            return None
-        return self.startups[start] if start < len(self.startups) else fmean(self.startups)
+        return _nth(self.startups, start)
+
+    def switch(self, switch: int) -> float | None:
+        """What its `switch`-th switch within a round (from 0) cost, as `startup` reads start-ups."""
+        return _nth(self.switches, switch)
 
     def to_json(self) -> dict[str, Any]:
         rates = {gpu_type: {str(bs): rate for bs, rate in by_size.items()} for gpu_type, by_size in self.rates.items()}
         isolated = {} if self.t_isolated_s is None else {"t_isolated_s": self.t_isolated_s}
-        return {"rates": rates, "startups": list(self.startups), **isolated}
+        return {"rates": rates, "startups": list(self.startups), "switches": list(self.switches), **isolated}
 
 
 MeasuredJobs = dict[int, MeasuredJob]
@@ -65,7 +71,8 @@ MeasuredJobs = dict[int, MeasuredJob]
 
 def read_measured_jobs(path: Path, jobs: int, gpu_types: Collection[str]) -> MeasuredJobs:
     """The measured jobs in `path`, checked against a trace of `jobs` jobs and a cluster of `gpu_types`: every rate
-    a positive finite number of steps per second, every start-up a finite number of seconds >= 0, a T_iso > 0."""
+    a positive finite number of steps per second, every start-up and switch a finite number of seconds >= 0, a T_iso
+    > 0."""
     raw = read_json_object(path, "measured jobs", SHAPE, BATCH_SIZES_LIMIT)
     measured: MeasuredJobs = {}
     for key, entry in raw.items():
@@ -88,8 +95,9 @@ def read_measured_jobs(path: Path, jobs: int, gpu_types: Collection[str]) -> Mea
         if isolated is not None and not (_number(isolated) and 0 < isolated <= MAX_SECONDS):
             message = f"expected seconds above 0, at most {MAX_SECONDS:g}, not {isolated!r}"
             raise InputError(message, path=path, field=f"{key}.t_isolated_s")
-        startups = _startups(fields.get("startups", []), path, f"{key}.startups")
-        measured[int(key)] = MeasuredJob(rates, startups, None if isolated is None else float(isolated))
+        startups = _seconds(fields.get("startups", []), path, f"{key}.startups")
+        switches = _seconds(fields.get("switches", []), path, f"{key}.switches")
+        measured[int(key)] = MeasuredJob(rates, startups, None if isolated is None else float(isolated), switches)
     return measured
 
 
@@ -105,7 +113,14 @@ def _by_batch_size(raw: Any, path: Path, field: str) -> dict[int, float]:
     return rates
 
 
-def _startups(raw: Any, path: Path, field: str) -> tuple[float, ...]:
+def _nth(seconds: tuple[float, ...], n: int) -> float | None:
+    """The `n`-th of `seconds`, their mean past the last, None where there are none."""
+    if not seconds:
+        return None
+    return seconds[n] if n < len(seconds) else fmean(seconds)
+
+
+def _seconds(raw: Any, path: Path, field: str) -> tuple[float, ...]:
     if not isinstance(raw, list):
         raise InputError("expected a list of seconds", path=path, field=field)
     for n, seconds in enumerate(raw):
