@@ -57,8 +57,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/lease_startup.py
 
 fidelity: $(STAMP)
-	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/short
-	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/long --regime long
+	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/short --docs
+	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/long --regime long --docs
 
 # Sia's Table 3/4 (docs/reproducing.md) from a copy of Sia's artifact, which cannot ship here (no licence).
 sia-table: $(STAMP)

@@ -2,9 +2,10 @@
 PyTorch jobs on CPU) and simulated from what the run measured, per policy; printed like the reference's Table 3.
 
 The workloads are profiled on this machine first (`profile-workloads`' code) and the runs use that table, as an
-operator would. The simulation replays each run with its measured rates (DIR/measured_throughputs.json), the batch
-sizes its jobs really chose (DIR/batch_sizes.json), its rounds as they really were, and each job's own rates and
-lease start-ups (DIR/measured_jobs.json; `shockwave.runtime.run.replay_arguments`). Each policy runs --repeats
+operator would. The simulation replays each run with the batch
+sizes its jobs really chose (DIR/batch_sizes.json), its rounds as they really were, and each job's own rates,
+lease start-ups and switch costs (DIR/measured_jobs.json), its policy planning with the run's table
+(`shockwave.runtime.run.replay_arguments`). Each policy runs --repeats
 times: the spread of its real runs is the noise floor the simulator's gap should be read against. Runs already in
 --out are reused, so an interrupted experiment resumes. About 2.5 minutes of wall time per run on a 2-core machine (6 in
 the long regime); `make fidelity` runs both regimes.
@@ -22,6 +23,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from docs_tables import ROOT, update_page
 from shockwave.runtime.run import replay_arguments
 from shockwave.training.profiling import Point, profile, reachable, table_of
 from shockwave.workload_model.catalog import family
@@ -70,6 +72,8 @@ LONG: list[Job] = [
 REGIMES = {"short": (SHORT, 12.0), "long": (LONG, 40.0)}
 """Jobs and round length of each regime."""
 METRICS = (("makespan_s", "makespan s", 1), ("avg_jct_s", "avg JCT s", 1), ("unfair_fraction", "unfair %", 100))
+COLUMNS = ("policy", "metric", "run", "simulate", "difference", "single runs", "run-to-run")
+PAGE = ROOT / "docs" / "fidelity.md"
 
 
 def write_fidelity_trace(path: Path, regime: list[Job]) -> Path:
@@ -133,6 +137,7 @@ def main() -> None:
     parser.add_argument("--regime", choices=sorted(REGIMES), default="short", help="short: 12 jobs, 12 s rounds")
     parser.add_argument("--round-seconds", type=float, help="default: the regime's")
     parser.add_argument("--repeats", type=int, default=2, help="real runs per policy (their spread is the noise floor)")
+    parser.add_argument("--docs", action="store_true", help=f"rewrite the regime's table in {PAGE.relative_to(ROOT)}")
     args = parser.parse_args()
     regime, round_s = REGIMES[args.regime]
     args.round_seconds = args.round_seconds or round_s
@@ -145,9 +150,9 @@ def main() -> None:
         title=f"Real runs vs their simulated replays, {len(regime)} jobs, {args.gpus} GPUs, {args.round_seconds:g} s "
         f"rounds, mean of {args.repeats} run(s)"
     )
-    for column in ("policy", "metric", "run", "simulate", "difference", "single runs", "run-to-run"):
+    for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("policy", "metric") else "right")
-    rows = []
+    rows, lines = [], []
     for policy in args.policies.split(","):
         reals, sims = [], []
         for repeat in range(args.repeats):
@@ -169,6 +174,7 @@ def main() -> None:
             singles = ", ".join(gap(a, b) for a, b in zip(ours, model, strict=True))
             row = (f"{mean_run:.1f}", f"{mean_sim:.1f}", gap(mean_run, mean_sim), singles, f"±{spread(ours):.1%}")
             table.add_row(policy, label, *row)
+            lines.append(f"| {policy if key == METRICS[0][0] else ''} | {label} | {' | '.join(row)} |")
             rows.append(
                 {
                     "policy": policy,
@@ -180,6 +186,17 @@ def main() -> None:
         table.add_section()
     console.print(table)
     (args.out / "fidelity.json").write_text(json.dumps(rows, indent=1))
+    if args.docs:
+        begin, end = markers(args.regime)
+        head = [begin, f"| {' | '.join(COLUMNS)} |", "|" + "---|" * len(COLUMNS)]
+        update_page(
+            PAGE, (begin, end), {args.regime: lines}, lambda g: "\n".join([*head, *g[args.regime], end]), check=False
+        )
+
+
+def markers(regime: str) -> tuple[str, str]:
+    """Where `--docs` writes the regime's table in the fidelity page."""
+    return f"<!-- fidelity-{regime}:begin (make fidelity) -->", f"<!-- fidelity-{regime}:end -->"
 
 
 def gap(run: float, simulated: float) -> str:
