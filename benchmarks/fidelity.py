@@ -3,8 +3,8 @@ PyTorch jobs on CPU) and simulated from what the run measured, per policy; print
 
 The workloads are profiled on this machine first (`profile-workloads`' code) and the runs use that table, as an
 operator would. The simulation replays each run with the batch sizes its jobs really chose (DIR/batch_sizes.json),
-its rounds as they really were, and each job's own rates, lease start-ups and switch costs
-(DIR/measured_jobs.json), its policy planning with the run's table (`shockwave.runtime.run.replay_arguments`). Each
+and what it measured (DIR/measurements.json: each round's length, each job's own rates, lease start-ups and
+switch costs), profiles and forecasts from the run's table (`shockwave.runtime.run.replay_arguments`). Each
 policy runs --repeats times: the spread of its real runs is the noise floor the simulator's gap should be read
 against. Runs already in --out are reused, so an interrupted experiment resumes. About 2.5 minutes of wall time per
 run on a 2-core machine (6 in the long regime); `make fidelity` runs both regimes and (`--docs`) rewrites their

@@ -41,7 +41,7 @@ def simulate(
     prices: str | Path | None = None,
     trace_format: str = "auto",
     profiles: str | Path | None = None,
-    measured_jobs: str | Path | None = None,
+    measurements: str | Path | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
@@ -55,8 +55,8 @@ def simulate(
     `--policy-param` writes them), each one it must declare;
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
     and that the cost-aware policies weigh throughput by; `trace_format="sia"` reads `trace` as Sia's workload CSV,
-    rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles; `measured_jobs` (a
-    real run's measured_jobs.json) gives its jobs their own measured rates and start-ups.
+    rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles; `measurements` (a
+    real run's measurements.json) replays its jobs and rounds as measured.
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -78,7 +78,7 @@ def simulate(
         None if prices is None else Path(prices),
         trace_format=trace_format,
         profiles=None if profiles is None else Path(profiles),
-        measured_jobs=None if measured_jobs is None else Path(measured_jobs),
+        measurements=None if measurements is None else Path(measurements),
     )
     return Result.model_validate(summary)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -378,8 +379,10 @@ def test_a_replay_trains_each_job_as_long_as_the_run_did(trace: Path, tmp_path: 
     ]
     assert smoothed_off
     # Each job's own rate, start-ups and T_iso too, for a replay whose jobs of one kind ran at different speeds.
-    own = json.loads((tmp_path / "measured_jobs.json").read_text())
-    assert own == {
+    measurements = json.loads((tmp_path / "measurements.json").read_text())
+    decisions = [row[0] for row in result["timeline"]]
+    assert measurements["rounds"] == pytest.approx([b - a for a, b in itertools.pairwise(decisions)])
+    assert measurements["jobs"] == {
         str(j): {
             "rates": {"v100": {str(journal[j].batch_size): pytest.approx(rate)}},
             "startups": journal[j].startups,
@@ -389,7 +392,7 @@ def test_a_replay_trains_each_job_as_long_as_the_run_did(trace: Path, tmp_path: 
         for j, rate in averaged.items()
     }
     args = replay_arguments(tmp_path, result)
-    assert args[args.index("--measured-jobs") + 1] == str(tmp_path / "measured_jobs.json")
+    assert args[args.index("--measurements") + 1] == str(tmp_path / "measurements.json")
     assert "--throughputs" not in args  # the run planned with the built-in model: so does its replay
     replayed = json.loads(shockwave("simulate", *args, "--json").stdout)
     assert [job["t_isolated_s"] for job in replayed["jobs"]] == [job["t_isolated_s"] for job in result["jobs"]]
@@ -463,8 +466,12 @@ def test_a_run_on_two_gpu_types_puts_every_lease_on_the_type_its_plan_names(
     planned = tmp_path / "planned_throughputs.json"
     assert planned.read_bytes() == typed["throughputs"].read_bytes()
     assert args[args.index("--throughputs") + 1] == str(planned)
-    own = json.loads((tmp_path / "measured_jobs.json").read_text())
-    assert {gpu_type for job in own.values() for gpu_type in job["rates"]} == {"v100", "k80"}
+    own = json.loads((tmp_path / "measurements.json").read_text())["jobs"]
+    for job_id, job in own.items():  # its own rates where it ran alone, its kind's measured rate elsewhere
+        assert set(job["rates"]) == {"v100", "k80"}
+        bs = str(TYPED_JOBS[int(job_id)][1])
+        for gpu_type in set(journal[int(job_id)].gpu_types):
+            assert job["rates"][gpu_type][bs] == pytest.approx(TYPED_RATES[gpu_type], rel=0.3)
     replayed = shockwave("simulate", *args, "--json")
     assert replayed.returncode == 0, replayed.stderr
     assert json.loads(replayed.stdout)["unfinished_jobs"] == []

@@ -225,9 +225,9 @@ def test_a_replayed_switch_within_a_round_costs_the_switch_and_goes_on_at_the_ne
     other_gang = preset("corrected").with_overrides(restart_cost_s=5.0, switch_cost_by_gang={2: 7.0})
     restarted = simulate(trace, "fifo", ClusterSpec.of(1), other_gang, batch_sizes=observed)[0]["jobs"][0]
     assert restarted["finish_s"] == pytest.approx(5 + epoch[32] + 5 + 2 * epoch[64], abs=0.05)  # the restart cost
-    own = tmp_path / "measured_jobs.json"  # a measured job's own switch and start-up
-    own.write_text(json.dumps({"0": {"startups": [1.5], "switches": [2.5]}}))
-    measured = simulate(trace, "fifo", ClusterSpec.of(1), mech, batch_sizes=observed, measured_jobs=own)[0]["jobs"][0]
+    own = tmp_path / "measurements.json"  # a measured job's own switch and start-up
+    own.write_text(json.dumps({"jobs": {"0": {"startups": [1.5], "switches": [2.5]}}}))
+    measured = simulate(trace, "fifo", ClusterSpec.of(1), mech, batch_sizes=observed, measurements=own)[0]["jobs"][0]
     assert measured["finish_s"] == pytest.approx(1.5 + epoch[32] + 2.5 + 2 * epoch[64], abs=0.05)
 
 
@@ -275,19 +275,19 @@ def test_a_measured_job_trains_at_its_own_rates_where_known_and_at_the_table_s_r
     tm = BuiltinThroughputs()
     rate = {bs: tm.throughput("ResNet-18", bs, 1) for bs in (32, 64)}
     steps = {bs: FAMILIES["ResNet-18"].iterations_per_epoch(bs) for bs in (32, 64)}
-    observed, own = tmp_path / "batch_sizes.json", tmp_path / "measured_jobs.json"
+    observed, own = tmp_path / "batch_sizes.json", tmp_path / "measurements.json"
     observed.write_text(json.dumps({"1": [32, 64, 64], "2": [32, 64, 64]}))
     halved = {"v100": {"32": rate[32] / 2, "64": rate[64] / 4}}
-    own.write_text(json.dumps({"1": {"rates": halved}, "2": {"rates": {"v100": {"32": 10.0}}}}))
+    own.write_text(json.dumps({"jobs": {"1": {"rates": halved}, "2": {"rates": {"v100": {"32": 10.0}}}}}))
     mech = preset("corrected").with_overrides(restart_cost_s=0.0, switch_cost_by_gang={1: 0.0})
-    jobs = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=observed, measured_jobs=own)[0]["jobs"]
+    jobs = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=observed, measurements=own)[0]["jobs"]
     assert jobs[0]["finish_s"] == pytest.approx(epochs * steps[32] / rate[32], rel=1e-6)
     assert jobs[1]["finish_s"] == pytest.approx(steps[32] / (rate[32] / 2) + 2 * steps[64] / (rate[64] / 4), rel=1e-3)
     scaled = 10.0 * rate[64] / rate[32]
     assert jobs[2]["finish_s"] == pytest.approx(steps[32] / 10.0 + 2 * steps[64] / scaled, rel=1e-3)
     assert jobs[1]["t_isolated_s"] == jobs[2]["t_isolated_s"]  # the table's T_iso: the same for both
-    own.write_text(json.dumps({"1": {"rates": halved, "t_isolated_s": 1234.5}}))
-    again = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=observed, measured_jobs=own)[0]["jobs"]
+    own.write_text(json.dumps({"jobs": {"1": {"rates": halved, "t_isolated_s": 1234.5}}}))
+    again = simulate(trace, "fifo", ClusterSpec.of(3), mech, batch_sizes=observed, measurements=own)[0]["jobs"]
     assert again[1]["t_isolated_s"] == 1234.5 and again[1]["ftf"] == pytest.approx(again[1]["jct_s"] / 1234.5)
 
 
@@ -299,55 +299,100 @@ def test_a_measured_job_s_nth_start_costs_its_nth_measured_start_up_then_their_m
     rate = BuiltinThroughputs().throughput("ResNet-18", 32, 1)
     steps = int(rate * 250)
     trace = trace_file(tmp_path, job("ResNet-18", 32, steps, 0.0), job("ResNet-18", 32, steps, 0.0))
-    own, nothing_observed = tmp_path / "measured_jobs.json", tmp_path / "none.json"
-    own.write_text(json.dumps({"0": {"startups": [3.0, 7.0]}, "1": {}}))
+    own, nothing_observed = tmp_path / "measurements.json", tmp_path / "none.json"
+    own.write_text(json.dumps({"jobs": {"0": {"startups": [3.0, 7.0]}, "1": {}}}))
     nothing_observed.write_text("{}")
     mech = preset("corrected").with_round_seconds(100.0).with_overrides(restart_cost_s=11.0)
     first, second = simulate(
-        trace, "max_min_fairness", ClusterSpec.of(1), mech, batch_sizes=nothing_observed, measured_jobs=own
+        trace, "max_min_fairness", ClusterSpec.of(1), mech, batch_sizes=nothing_observed, measurements=own
     )[0]["jobs"]
     alone = steps / rate  # rounds train whole steps: within a step per round
     assert second["finish_s"] == pytest.approx(400 + alone - 2 * (100 - 11), abs=0.1)
     assert first["finish_s"] == pytest.approx(500 + 5 + alone - (100 - 3) - (100 - 7), abs=0.1)
 
 
+def test_a_replayed_round_lasts_as_long_as_the_run_s_round_of_that_index(tmp_path: Path) -> None:
+    """Job 0 (50 s) and job 1 (30 s) share one GPU under FIFO; a replayed round lasts its whole length, so job 1
+    starts when round 0 ends: after the run's 70 s where it was measured, after the mean 100 s where not."""
+    rate = BuiltinThroughputs().throughput("ResNet-18", 32, 1)
+    trace = trace_file(tmp_path, job("ResNet-18", 32, int(rate * 50), 0.0), job("ResNet-18", 32, int(rate * 30), 0.0))
+    nothing_observed, own = tmp_path / "none.json", tmp_path / "measurements.json"
+    nothing_observed.write_text("{}")
+    mech = preset("corrected").with_round_seconds(100.0).with_overrides(restart_cost_s=2.0)
+
+    def second_finish(rounds: list[float]) -> float:
+        own.write_text(json.dumps({"rounds": rounds}))
+        result = simulate(trace, "fifo", ClusterSpec.of(1), mech, batch_sizes=nothing_observed, measurements=own)
+        return result[0]["jobs"][1]["finish_s"]
+
+    assert second_finish([70.0]) == pytest.approx(70 + 2 + 30, abs=0.1)
+    assert second_finish([]) == pytest.approx(100 + 2 + 30, abs=0.1)
+
+
 @pytest.mark.parametrize(
-    ("measured", "field", "message"),
+    ("jobs", "field", "message"),
     [
-        ({"3": {}}, "3", "'3' is not a job id of the trace (0..1)"),
-        ({"0": {"rates": {"k80": {"32": 1.0}}}}, "0.rates.k80", "GPU type 'k80' is not in the cluster (v100)"),
+        ({"3": {}}, "jobs.3", "'3' is not a job id of the trace (0..1)"),
+        ({"0": {"rates": {"k80": {"32": 1.0}}}}, "jobs.0.rates.k80", "GPU type 'k80' is not in the cluster (v100)"),
+        ({"0": {"rates": {"v100": {"32": -1.0}}}}, "jobs.0.rates.v100.32", "steps per second, not -1.0"),
+        ({"0": {"rates": {"v100": {"32": True}}}}, "jobs.0.rates.v100.32", "not True"),
+        ({"0": {"rates": {"v100": {"0": 1.0}}}}, "jobs.0.rates.v100.0", "'0' is not a batch size"),
+        ({"0": {"rates": {"v100": [1.0]}}}, "jobs.0.rates.v100", "expected an object"),
+        ({"0": {"startups": [0.5, -1]}}, "jobs.0.startups[1]", "expected seconds from 0 to 1e+10, not -1"),
+        ({"0": {"startups": 0.5}}, "jobs.0.startups", "expected a list of seconds"),
         (
-            {"0": {"rates": {"v100": {"32": -1.0}}}},
-            "0.rates.v100.32",
-            "a positive number of steps per second, not -1.0",
+            {"0": {"startup": [0.5]}},
+            "jobs.0.startup",
+            "unknown field 'startup' (rates, startups, switches, t_isolated_s)",
         ),
-        ({"0": {"rates": {"v100": {"32": True}}}}, "0.rates.v100.32", "not True"),
-        ({"0": {"rates": {"v100": {"0": 1.0}}}}, "0.rates.v100.0", "'0' is not a batch size"),
-        ({"0": {"rates": {"v100": [1.0]}}}, "0.rates.v100", "expected an object"),
-        ({"0": {"startups": [0.5, -1]}}, "0.startups[1]", "expected seconds from 0 to 1e+10, not -1"),
-        ({"0": {"startups": 0.5}}, "0.startups", "expected a list of seconds"),
-        ({"0": {"startup": [0.5]}}, "0.startup", "unknown field 'startup' (rates, startups, switches, t_isolated_s)"),
-        ({"0": {"switches": [float("inf")]}}, "0.switches[0]", "expected seconds from 0 to 1e+10, not inf"),
-        ({"0": {"t_isolated_s": 0}}, "0.t_isolated_s", "expected seconds above 0, at most 1e+10, not 0"),
+        ({"0": {"switches": [float("inf")]}}, "jobs.0.switches[0]", "expected seconds from 0 to 1e+10, not inf"),
+        ({"0": {"t_isolated_s": 0}}, "jobs.0.t_isolated_s", "expected seconds above 0, at most 1e+10, not 0"),
+        ({"0": {"rates": {"v100": {"32": "1e400"}}}}, "jobs.0.rates.v100.32", "steps per second, not 1000"),
+        ({"00": {}}, "jobs.00", "'00' is not a job id of the trace (0..1)"),
+        ({"0": {"rates": {"v100": {"032": 1.0}}}}, "jobs.0.rates.v100.032", "'032' is not a batch size"),
+        ([], "jobs", "expected an object"),
+    ],
+)
+def test_bad_measurements_are_named(tmp_path: Path, jobs: object, field: str, message: str) -> None:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 100, 0.0), job("LM", 20, 100, 0.0))
+    own, nothing_observed = tmp_path / "measurements.json", tmp_path / "none.json"
+    own.write_text(json.dumps({"jobs": jobs}).replace('"1e400"', "1" + "0" * 400))  # an integer no float holds
+    nothing_observed.write_text("{}")
+    with pytest.raises(InputError, match=re.escape(message)) as error:
+        simulate(trace, "fifo", ClusterSpec.of(2), preset("corrected"), batch_sizes=nothing_observed, measurements=own)
+    assert "measurements.json" in str(error.value) and field in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("measurements", "field", "message"),
+    [
+        ({"rounds": [12.0, 1e-300]}, "rounds[1]", "a round lasts at least 0.01 s, not 1e-300"),
+        ({"rounds": {"0": 12.0}}, "rounds", "expected a list of seconds"),
+        ({"round": [12.0]}, "round", "unknown field 'round' (jobs, rounds)"),
         ([], "", "expected an object"),
     ],
 )
-def test_bad_measured_jobs_are_named(tmp_path: Path, measured: object, field: str, message: str) -> None:
-    trace = trace_file(tmp_path, job("ResNet-18", 32, 100, 0.0), job("LM", 20, 100, 0.0))
-    own = tmp_path / "measured_jobs.json"
-    own.write_text(json.dumps(measured))
-    with pytest.raises(InputError, match=re.escape(message)) as error:
-        simulate(trace, "fifo", ClusterSpec.of(2), preset("corrected"), measured_jobs=own)
-    assert "measured_jobs.json" in str(error.value) and field in str(error.value)
-
-
-def test_measured_jobs_that_are_not_numbers_fail_in_one_line(tmp_path: Path) -> None:
+def test_bad_measured_rounds_are_named(tmp_path: Path, measurements: object, field: str, message: str) -> None:
     trace = trace_file(tmp_path, job("ResNet-18", 32, 100, 0.0))
-    own = tmp_path / "measured_jobs.json"
-    own.write_text('{"0": {"rates": {"v100": {"32": NaN}}}}')
-    result = shockwave("simulate", "--trace", trace, "--policy", "fifo", "--gpus", "1", "--measured-jobs", own)
+    own, nothing_observed = tmp_path / "measurements.json", tmp_path / "none.json"
+    own.write_text(json.dumps(measurements))
+    nothing_observed.write_text("{}")
+    with pytest.raises(InputError, match=re.escape(message)) as error:
+        simulate(trace, "fifo", ClusterSpec.of(1), preset("corrected"), batch_sizes=nothing_observed, measurements=own)
+    assert "measurements.json" in str(error.value) and field in str(error.value)
+
+
+def test_measurements_that_are_not_numbers_fail_in_one_line(tmp_path: Path) -> None:
+    trace = trace_file(tmp_path, job("ResNet-18", 32, 100, 0.0))
+    own, nothing_observed = tmp_path / "measurements.json", tmp_path / "none.json"
+    own.write_text('{"jobs": {"0": {"rates": {"v100": {"32": NaN}}}}}')
+    nothing_observed.write_text("{}")
+    common = ("simulate", "--trace", trace, "--policy", "fifo", "--gpus", "1", "--measurements", own)
+    result = shockwave(*common, "--batch-sizes", nothing_observed)
     assert result.returncode != 0 and "Traceback" not in result.stderr
-    assert "measured_jobs.json" in result.stderr and "not nan" in result.stderr
+    assert "measurements.json" in result.stderr and "not nan" in result.stderr
+    alone = shockwave(*common)  # measurements replay a real run, whose batch sizes come with them
+    assert alone.returncode != 0 and "Traceback" not in alone.stderr and "give its --batch-sizes too" in alone.stderr
 
 
 def test_a_replayed_start_up_depends_on_the_gang_and_can_outlast_a_round(tmp_path: Path) -> None:

@@ -106,12 +106,13 @@ BatchSizesOpt = Annotated[
         help="Replay the per-epoch batch sizes a real run observed (DIR/batch_sizes.json of `shockwave run`).",
     ),
 ]
-MeasuredJobsOpt = Annotated[
+MeasurementsOpt = Annotated[
     Path | None,
     typer.Option(
-        "--measured-jobs",
-        help="Each job's own steps/s by GPU type and batch size and its leases' start-ups, as a real run measured "
-        "them (DIR/measured_jobs.json of `shockwave run`): a replay's jobs train and start as the real ones did.",
+        "--measurements",
+        help="What a real run measured (DIR/measurements.json of `shockwave run`): each job's own steps/s by GPU type "
+        "and batch size, start-ups, switches and T_iso, and each round's length (needs --batch-sizes): a replay's jobs "
+        "and rounds go as the real ones did; --throughputs (the run's table) gives the profiles and pair slowdowns.",
     ),
 ]
 WindowOpt = Annotated[
@@ -158,7 +159,7 @@ def simulate_cmd(
     mechanics: MechanicsOpt = "corrected",
     config: ReferenceConfigOpt = None,
     batch_sizes: BatchSizesOpt = None,
-    measured_jobs: MeasuredJobsOpt = None,
+    measurements: MeasurementsOpt = None,
     window: WindowOpt = None,
     seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
     policy_param: PolicyParamOpt = None,
@@ -186,7 +187,7 @@ def simulate_cmd(
             throughputs=throughputs,
             config=config,
             batch_sizes=batch_sizes,
-            measured_jobs=measured_jobs,
+            measurements=measurements,
             on_round=on_round,
             window=None if window is None else parse_window(window),
             seed=seed,

@@ -19,7 +19,7 @@ from shockwave.core.plan import RoundPlan, validate_plan
 from shockwave.core.policy import Colocation, Policy, SchedulerView
 from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.workload_model.goodput import GoodputModel
-from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, colocated_rates
+from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput, colocated_rates, rate_or_zero
 
 log = logging.getLogger(__name__)
 MAX_EMPTY_ROUNDS = 10_000
@@ -181,6 +181,30 @@ def colocation_from(model: ThroughputModel) -> Colocation:
         if key not in known:
             known[key] = colocated_rates(model, *key)
         return known[key]
+
+    return colocated
+
+
+def colocation_on_jobs_scale(model: ThroughputModel) -> Colocation:
+    """The throughput model's pair rates (`colocation_from`), each job's scaled by its own rate alone over the
+    model's: the pair keeps the model's slowdown from sharing and is weighed on the jobs' scale (measured rates, in
+    a real run or its replay) against rates alone. None where the model lists no such pair, or cannot say how fast a
+    job of it runs alone there."""
+    pairs = colocation_from(model)
+
+    def scale(job: JobState, gpu_type: str) -> float | None:
+        table = rate_or_zero(model, job.family.name, job.batch_size, job.scale_factor, gpu_type)
+        rate = job.rates.get(gpu_type)
+        return rate / table if rate is not None and table > 0 else None
+
+    def colocated(job: JobState, other: JobState, gpu_type: str) -> tuple[float, float] | None:
+        pair = pairs(job, other, gpu_type)
+        if pair is None:  # most pairs, asked of every two jobs every round: nothing more to look up
+            return None
+        scales = scale(job, gpu_type), scale(other, gpu_type)
+        if scales[0] is None or scales[1] is None:
+            return None
+        return pair[0] * scales[0], pair[1] * scales[1]
 
     return colocated
 

@@ -2,11 +2,12 @@
 
 The trace is scaled by --time-scale X (arrivals and step counts divided by X) and written to DIR/trace.scaled.trace,
 so `shockwave simulate` can replay exactly what ran, with DIR/measured_throughputs.json (a Gavel table of the rates
-the jobs really reached, per GPU type and batch size), DIR/batch_sizes.json (the batch size each job really
-trained each epoch at, for `simulate --batch-sizes`) and DIR/measured_jobs.json (each job's own rates and lease
-start-ups, for `simulate --measured-jobs`). Results are the `simulate --json` object, with per-job status,
-preemptions, restarts, batch-size switches, the GPU type of each lease and measured throughput; T_iso (for
-finish-time fairness) is computed from the measured rates and the batch sizes the job really used.
+the jobs really reached, per GPU type and batch size), DIR/batch_sizes.json (the batch size each job really trained
+each epoch at, for `simulate --batch-sizes`), DIR/measurements.json (each job's own rates, lease start-ups and
+switches, each round's length, for `simulate --measurements`) and DIR/planned_throughputs.json (the table it planned
+with). Results are the `simulate --json` object, with per-job status, preemptions, restarts, batch-size switches,
+the GPU type of each lease and measured throughput; T_iso (for finish-time fairness) is computed from the measured
+rates and the batch sizes the job really used.
 
 The cluster may hold several GPU types (`--cluster v100:2,k80:2`), for policies that plan onto every type: on Ray
 each type is a custom resource (`shockwave.runtime.ray_backend.type_resource`) and a gang's GPUs are all of the type
@@ -17,10 +18,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
@@ -63,7 +65,7 @@ from shockwave.runtime.journal import LAYOUT, MAX_SECONDS, JobRecord, Journal, r
 from shockwave.runtime.scheduler import RuntimeScheduler, RuntimeSettings, calibrated_rates
 from shockwave.runtime.snapshot import Snapshot
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.measured_jobs import MeasuredJob, MeasuredJobs
+from shockwave.workload_model.measurements import MeasuredJob, Measurements
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import build_profile, isolated_time, schedule_from_switches
 from shockwave.workload_model.throughput import (
@@ -76,8 +78,9 @@ from shockwave.workload_model.throughput import (
 from shockwave.workload_model.trace import TraceJob, read_trace, require_gangs_fit, write_trace
 
 log = logging.getLogger(__name__)
-MEASURED_JOBS = "measured_jobs.json"
-"""Each job's own rates and start-ups, in a run's folder (`shockwave.workload_model.measured_jobs`)."""
+MEASUREMENTS = "measurements.json"
+"""Each job's own rates, start-ups, switches and T_iso and each round's length, in a run's folder
+(`shockwave.workload_model.measurements`)."""
 PLANNED_THROUGHPUTS = "planned_throughputs.json"
 """A copy of the throughput table the run planned with, in its folder (none: the built-in model)."""
 
@@ -132,8 +135,9 @@ def scale_trace(jobs: list[TraceJob], time_scale: float) -> list[TraceJob]:
 
 def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     """`shockwave simulate` arguments that replay a finished run: its scaled trace, measured rates, the batch sizes
-    its jobs really used, its rounds as they really were, each job's own rates and lease start-ups (DIR/
-    measured_jobs.json), and the mean start-up by gang size as the restart cost of starts the run never made.
+    its jobs really used, its rounds as they really were, each job's own rates, lease start-ups and switches and each
+    round's length (DIR/measurements.json), and the mean start-up and switch by gang size for those the run never
+    made.
 
     A real round lasts `round_seconds` plus the time its preempted jobs took to leave (the round's clock starts once
     their GPUs are free), and kept jobs train all along; a started job loses its start-up, which is measured from the
@@ -165,15 +169,24 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
 
 
 def _replay_rates(out: Path) -> tuple[str, ...]:
-    """What a replay's jobs train at and its policy plans with: each job's measured rates (`--measured-jobs`), and
-    the table the run's scheduler planned with (DIR/planned_throughputs.json; none: the built-in model), so a near
-    tie is decided from what the run knew, not from rates it measured later. A folder from before measured_jobs.json:
-    the measured rates pooled by kind of job, for both. Planning with the measured table, two long-regime Shockwave
-    runs were replayed +4.5% in makespan and +8.5% in average JCT; with the run's table, +0.0% and -2.8%."""
-    if not (out / MEASURED_JOBS).exists():
+    """What a replay's jobs train at and are weighed by: each job's measured rates (`--measurements`); and the
+    table the run's scheduler planned with (DIR/planned_throughputs.json; none: the built-in model) for what else it
+    took from its table (profiles, forecasts, finish-time targets), so a near tie is decided from what the run knew.
+    A folder from before measurements.json: the measured rates pooled by kind of job, for both. Profiled from the
+    measured table instead, two long-regime Shockwave runs were replayed +4.5% in makespan and +8.5% in average JCT;
+    from the run's table, +0.0% and -2.8%."""
+    if not (out / MEASUREMENTS).exists():
         return ("--throughputs", str(out / "measured_throughputs.json"))
     planned = out / PLANNED_THROUGHPUTS
-    return (*(("--throughputs", str(planned)) if planned.exists() else ()), "--measured-jobs", str(out / MEASURED_JOBS))
+    return (*(("--throughputs", str(planned)) if planned.exists() else ()), "--measurements", str(out / MEASUREMENTS))
+
+
+def _round_lengths(decisions: list[float], idle_s: float) -> tuple[float, ...]:
+    """Each round's length, from its decision to the next; none where the cluster ever waited idle for jobs (a
+    wait lies between two decisions, in no round)."""
+    if idle_s > 0:
+        return ()
+    return tuple(later - earlier for earlier, later in itertools.pairwise(decisions))
 
 
 def _mean_by_gang(jobs: list[dict[str, Any]], gangs: list[int], key: str) -> str:
@@ -210,20 +223,35 @@ def _measured_rates(jobs: list[Job], records: dict[int, JobRecord]) -> Rates:
     return rates
 
 
-def _measured_jobs(records: Mapping[int, JobRecord], outcomes: list[JobOutcome]) -> MeasuredJobs:
+def _measured_jobs(
+    records: Mapping[int, JobRecord],
+    jobs: list[Job],
+    pooled: Rates,
+    schedules: dict[int, list[int]],
+    types: Collection[str],
+    outcomes: list[JobOutcome],
+) -> dict[int, MeasuredJob]:
     """Each job's own steps/s by GPU type and batch size (its steps there over its seconds, start-ups excluded, as
-    `_measured_rates` pools them by kind of job), its leases' start-ups and switches, and a finished job's T_iso
-    (`outcomes`)."""
+    `_measured_rates` pools them by kind of job), and where it has none (a type or batch size it never trained at
+    alone, a job that never ran alone) the `pooled` rate of its kind, so a replay never weighs a measured rate
+    against a table's; its leases' start-ups and switches; a finished job's T_iso (`outcomes`)."""
     isolated = {outcome.id: outcome.t_isolated_s for outcome in outcomes}
-    measured: MeasuredJobs = {}
+    measured: dict[int, MeasuredJob] = {}
     for job_id, record in sorted(records.items()):
+        job = jobs[job_id]
         rates: dict[str, dict[int, float]] = {}
         for gpu_type, bs, (steps, seconds) in _trained(record):
             rates.setdefault(gpu_type, {})[bs] = steps / seconds
+        for bs in sorted({job.batch_size, *schedules.get(job_id, ())}):
+            for gpu_type in types:
+                kind = (gpu_type, job.model, bs, job.scale_factor)
+                if kind in pooled and bs not in rates.get(gpu_type, {}):
+                    rates.setdefault(gpu_type, {})[bs] = pooled[kind]
         t_isolated = isolated.get(job_id)
-        known = t_isolated is not None and 0 < t_isolated < math.inf  # inf: a rate of 0 somewhere
+        known = t_isolated is not None and 0 < t_isolated <= MAX_SECONDS  # inf: a rate of 0 somewhere
+        startups = tuple(max(0.0, seconds) for seconds in record.startups)  # clocks of two machines can disagree
         switches = tuple(max(0.0, seconds) for seconds in record.switch_seconds)
-        measured[job_id] = MeasuredJob(rates, tuple(record.startups), t_isolated if known else None, switches)
+        measured[job_id] = MeasuredJob(rates, startups, t_isolated if known else None, switches)
     return measured
 
 
@@ -542,12 +570,12 @@ def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
 class Measured:
     """What a run's jobs really did, as its result and the service's rho read it: a rate table from the measured
     rates (completed across types), the batch size of each job's every epoch, each finished job's outcome, its
-    T_iso at those rates and batch sizes, and each job's own rates and start-ups (a replay's `--measured-jobs`)."""
+    T_iso at those rates and batch sizes, and each job's own rates and start-ups (a replay's `--measurements`)."""
 
     rates: Rates
     schedules: dict[int, list[int]]
     outcomes: list[JobOutcome]
-    jobs: MeasuredJobs
+    jobs: dict[int, MeasuredJob]
 
     def rhos(self, gpus: int) -> dict[int, float]:
         """Each finished job's finish-time fairness, the metric's (`finish_time_fairness`, N the finished jobs)."""
@@ -581,7 +609,8 @@ def measured(
         for i, r in sorted(records.items())
         if r.status == "done"
     ]
-    return Measured(rates, schedules, outcomes, _measured_jobs(records, outcomes))
+    own = _measured_jobs(records, jobs, rates, schedules, cluster.types, outcomes)
+    return Measured(rates, schedules, outcomes, own)
 
 
 def run_result(
@@ -598,7 +627,8 @@ def run_result(
     Gavel's GCP prices)."""
     records = scheduler.records
     run = measured(records, jobs, tm, scheduler.cluster)
-    _write_replay_inputs(request.out, run, request.throughputs)
+    rounds = _round_lengths([r.time_s for r in scheduler.rounds], scheduler.run_settings.get("idle_s", 0.0))
+    _write_replay_inputs(request.out, run, rounds, request.throughputs)
     summary = _summary(request, scheduler, jobs, run, prices)
     unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))
     cancelled = sorted(i for i, r in records.items() if r.status == "cancelled")
@@ -629,17 +659,19 @@ def run_result(
     return Result.model_validate(result).to_json_dict()
 
 
-def _write_replay_inputs(out: Path, run: Measured, planned: Path | None) -> None:
-    """What `simulate --throughputs ... --batch-sizes ... --measured-jobs ...` replays the run from: its measured
-    rates, each job's batch sizes by epoch, each job's own rates and start-ups, and the `planned` table the run's
-    scheduler planned with (none: the built-in model)."""
+def _write_replay_inputs(out: Path, run: Measured, rounds: tuple[float, ...], planned: Path | None) -> None:
+    """What `simulate --throughputs ... --batch-sizes ... --measurements ...` replays the run from: its measured
+    rates, each job's batch sizes by epoch, its measurements (each job's own rates, start-ups and switches, each of
+    the `rounds`' length), and the `planned` table the run's scheduler planned with (none: the built-in model)."""
     if planned is not None:
         write_atomically(out / PLANNED_THROUGHPUTS, read_bytes(planned, "throughput file", THROUGHPUT_LIMIT))
+    else:  # the built-in model: no other run's table in a reused folder
+        (out / PLANNED_THROUGHPUTS).unlink(missing_ok=True)
     write_atomically(
         out / "measured_throughputs.json", json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1)
     )
     write_atomically(out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())}))
-    write_atomically(out / MEASURED_JOBS, json.dumps({str(i): job.to_json() for i, job in run.jobs.items()}))
+    write_atomically(out / MEASUREMENTS, json.dumps(Measurements(run.jobs, rounds).to_json()))
 
 
 def _summary(

@@ -26,8 +26,8 @@ between the types (`_calibrated`), so a policy never weighs a real rate against 
 Space sharing: a plan may pair two jobs on one gang. Both are started with the other as partner (`Launch.partner`):
 the backend runs both at once on the same GPUs, each holding half of each. A lease is kept only if the plan keeps
 its type and its partner (anything else restarts it on what the plan says). Pair rates are the throughput table's
-co-location entries, put on the run's measured scale (`_colocated`): a pair the table does not list is never formed.
-A paired lease's rate is not the job's rate alone, so it is not measured as one.
+co-location entries, put on the run's measured scale (`colocation_on_jobs_scale`): a pair the table does not list
+is never formed. A paired lease's rate is not the job's rate alone, so it is not measured as one.
 """
 
 from __future__ import annotations
@@ -44,7 +44,13 @@ from typing import Any, Literal, Protocol
 
 from shockwave.core.clock import Clock, Elapsed
 from shockwave.core.cluster import ClusterSpec
-from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
+from shockwave.core.loop import (
+    RoundRecord,
+    SchedulingLoop,
+    admission_rates,
+    colocation_on_jobs_scale,
+    rates_after_switch,
+)
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.state import JobState
@@ -206,7 +212,6 @@ class RuntimeScheduler:
         if self.elapsed() < latest:  # a clock set back since the journal was written (or a start_wall edited)
             log.warning("the clock reads %.1f s before the journal's last event: the run goes on from there", latest)
             self.start_wall = self.run_settings["start_wall"] = self.clock.now() - latest
-        self.table_pairs = colocation_from(self.throughputs)
         self.loop = SchedulingLoop(
             self.policy,
             self.cluster,
@@ -214,7 +219,7 @@ class RuntimeScheduler:
             Elapsed(self.clock, self.start_wall).now,
             round_index=self.run_settings.get("rounds", 0),
             rounds=self.rounds,
-            colocation=self._colocated,
+            colocation=colocation_on_jobs_scale(self.throughputs),
         )
         self.view = self.loop.view
         self.round_end: float | None = None
@@ -341,13 +346,13 @@ class RuntimeScheduler:
         """Wait for the jobs that took their last step to exit, so the round about to be decided sees them done: a
         fidelity run's job writing its final checkpoint 0.2 s past a round's end was planned another round, and
         two GPUs idled 40 s (a replay has no such race). At most LAST_EXIT_S, and half the leases' hold, so the
-        leases of jobs kept on never lapse meanwhile."""
+        leases of jobs kept on keep half their hold for the decision and the drain that follow."""
         deadline = self.clock.now() + min(LAST_EXIT_S, self.settings.hold_seconds / 2)
         while self.clock.now() < deadline and not self.stop.is_set():
             statuses = (self.backend.status(job_id) for job_id in self.running)
             if not any(status.done and not status.exited for status in statuses):
                 return
-            self.clock.sleep(POLL_S)
+            self.clock.sleep(min(POLL_S, deadline - self.clock.now()))
 
     def all_settled(self) -> bool:
         """The run was asked to stop (after this round's launch: see `launch`), or every job has left for good and
@@ -506,28 +511,6 @@ class RuntimeScheduler:
         """
         measured = {t: rate for t, rate in _measured_at(record, batch_size).items() if t in self.cluster.types}
         return calibrated_rates(self.throughputs, (model, batch_size, gang), rates, measured, self.cluster.types)
-
-    def _colocated(self, job: JobState, other: JobState, gpu_type: str) -> tuple[float, float] | None:
-        """The pair's rates sharing `gpu_type` GPUs (the loop's `Colocation`): the table's co-location entry, each
-        job's rate scaled by its own rate there over the table's rate alone.
-
-        Each job's rate is measured (or calibrated from measured ones), the table's pair rate is not: scaled so, the
-        pair keeps the table's slowdown from sharing and is weighed on the run's scale against rates alone. None
-        where the table lists no such pair, or cannot say how fast a job of it runs alone there.
-        """
-        pair = self.table_pairs(job, other, gpu_type)
-        if pair is None:  # most pairs, asked of every two jobs every round: nothing more to look up
-            return None
-        scales = [self._table_scale(j, gpu_type) for j in (job, other)]
-        if scales[0] is None or scales[1] is None:
-            return None
-        return pair[0] * scales[0], pair[1] * scales[1]
-
-    def _table_scale(self, job: JobState, gpu_type: str) -> float | None:
-        """The job's rate on `gpu_type` over the throughput model's, or None where either is unknown."""
-        table = rate_or_zero(self.throughputs, job.family.name, job.batch_size, job.scale_factor, gpu_type)
-        rate = job.rates.get(gpu_type)
-        return rate / table if rate is not None and table > 0 else None
 
     # -- acting ---------------------------------------------------------------------------------------------------
     def _apply(self, plan: RoundPlan, decided: float) -> float:

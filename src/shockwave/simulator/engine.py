@@ -18,7 +18,14 @@ from typing import Any
 from shockwave.core.clock import VirtualClock
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
-from shockwave.core.loop import RoundRecord, SchedulingLoop, admission_rates, colocation_from, rates_after_switch
+from shockwave.core.loop import (
+    RoundRecord,
+    SchedulingLoop,
+    admission_rates,
+    colocation_from,
+    colocation_on_jobs_scale,
+    rates_after_switch,
+)
 from shockwave.core.plan import Assignment, PlanError, RoundPlan
 from shockwave.core.policy import Policy
 from shockwave.core.slo import has_slo, violates_slo
@@ -29,7 +36,7 @@ from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
 from shockwave.workload_model.goodput import Advanced, goodput_of
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.measured_jobs import MeasuredJobs
+from shockwave.workload_model.measurements import Measurements
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
@@ -95,11 +102,13 @@ class Simulator:
         replay: bool = False,
         window: range | None = None,
         prices: Prices | None = None,
-        measured: MeasuredJobs | None = None,
+        measured: Measurements | None = None,
     ) -> None:
         self.on_round, self.replay = on_round, replay
-        self.measured = measured or {}
-        """Jobs of a real run as it measured them (`shockwave.workload_model.measured_jobs`): their truth."""
+        self.measured = {} if measured is None else measured.jobs
+        """Jobs of a real run as it measured them (`shockwave.workload_model.measurements`): their truth."""
+        self.round_lengths = () if measured is None else measured.rounds
+        """How long each of a real run's rounds lasted (a replay's n-th round lasts as long; the mechanics' after)."""
         self.starts: Counter[int] = Counter()
         """Starts of each job so far that paid a start-up at their round's start (a measured job's n-th costs its
         n-th measured start-up)."""
@@ -124,7 +133,8 @@ class Simulator:
             cluster,
             mechanics.round_seconds,
             self.clock.now,
-            colocation=colocation_from(throughputs),
+            # a replay's jobs train at measured rates: pairs on their scale, not the table's
+            colocation=colocation_from(throughputs) if measured is None else colocation_on_jobs_scale(throughputs),
             goodput=self.goodput,
         )
         self.view = self.loop.view
@@ -169,7 +179,7 @@ class Simulator:
     def _wait_out_round(self, started: float) -> None:
         """A replayed run's round lasts its whole length even when every job in it finished sooner, as the runtime's
         rounds do: GPUs freed mid-round wait for the next decision (only the run's end does not wait)."""
-        end = started + self.mechanics.round_seconds
+        end = started + self._round_length()
         if end > self.clock.now():
             self.clock.move_to(end)
             self.round_end = end
@@ -305,7 +315,7 @@ class Simulator:
             if pair is None or min(pair) <= 0:
                 raise PlanError(f"policy {self.policy.name!r} paired jobs {assignment.jobs} that cannot share GPUs")
             rates = list(pair)
-        now, length = self.view.now, self.mechanics.round_seconds
+        now, length = self.view.now, self._round_length()
         launches = []
         for job, rate in zip(jobs, rates, strict=True):
             gpus = placement[job.id]
@@ -334,7 +344,7 @@ class Simulator:
         """A goodput-adaptive job's round: after its start-up, it trains on these GPUs for the rest of the round,
         or until it is done (what it learns is the job's once the round is settled)."""
         assert self.goodput is not None  # __init__ refuses elastic jobs without a goodput model
-        now, length = self.view.now, self.mechanics.round_seconds
+        now, length = self.view.now, self._round_length()
         advanced = self.goodput.advance(
             job.family.name,
             gpu_type,
@@ -360,7 +370,7 @@ class Simulator:
         job's went: train to that epoch's end, lose the switch cost (`_switch_cost`), train on at the new
         size's rate; a switch cost that outlasts the round goes on in the next one if the job keeps its GPUs."""
         ahead = replace(launch.job)  # the job as the round leaves it, worked out ahead of `_settle`
-        now, length = self.view.now, self.mechanics.round_seconds
+        now, length = self.view.now, self._round_length()
         elapsed = launch.startup_s
         segments = [Switched(ahead.batch_size, launch.steps, launch.steps / rate)]
         while (switch := next_planned_switch(ahead)) is not None:
@@ -417,6 +427,11 @@ class Simulator:
         own = job.spec.restart_s
         return self.mechanics.restart_cost(job.scale_factor) if own is None else own
 
+    def _round_length(self) -> float:
+        """The round launched last: as long as the real run's round of that index where it was measured."""
+        index = len(self.placements) - 1
+        return self.round_lengths[index] if 0 <= index < len(self.round_lengths) else self.mechanics.round_seconds
+
     def _start_cost(self, job: JobState) -> float:
         """This start's cost: the measured job's start-up of that lease where known, else its restart cost."""
         own = self.measured.get(job.id)
@@ -429,6 +444,7 @@ class Simulator:
         own = self.measured.get(job.id)
         measured = None if own is None else own.switch(self.switches[job.id])
         self.switches[job.id] += 1
+        self.starts[job.id] += 1  # the real job's switch started a lease of its own: its start-up is journaled too
         return self.mechanics.switch_cost(job.scale_factor) if measured is None else measured
 
     def _startup(self, job: JobState, *, restarting: bool) -> float:
@@ -438,7 +454,7 @@ class Simulator:
             return 0.0
         self.switched.discard(job.id)
         left = self._start_cost(job) if restarting else self.starting.pop(job.id, 0.0)
-        length = self.mechanics.round_seconds
+        length = self._round_length()
         if left > length:
             self.starting[job.id] = left - length
         return min(left, length)

@@ -16,7 +16,7 @@ from shockwave.results.provenance import provenance
 from shockwave.simulator.engine import Progress, SimulationResult, Simulator
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.measured_jobs import read_measured_jobs
+from shockwave.workload_model.measurements import read_measurements
 from shockwave.workload_model.profile import JobProfile, read_workload
 from shockwave.workload_model.sia.rigid import read_sia_workload
 from shockwave.workload_model.summary import makespan_lower_bound
@@ -40,7 +40,7 @@ def simulate(
     *,
     trace_format: str = "auto",
     profiles: Path | None = None,
-    measured_jobs: Path | None = None,
+    measurements: Path | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
@@ -53,9 +53,11 @@ def simulate(
     `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
     (`shockwave.results.model.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     `trace_format` "sia": `trace` is Sia's workload CSV, `profiles` its profile folder (`_sia_workload`); "auto":
-    the project's or Gavel's trace format, told apart by their columns. `measured_jobs` (a real run's
-    DIR/measured_jobs.json) gives its jobs their own rates and start-ups (`shockwave.workload_model.measured_jobs`).
+    the project's or Gavel's trace format, told apart by their columns. `measurements` (a real run's
+    DIR/measurements.json) replays it as measured (`shockwave.workload_model.measurements`).
     """
+    if measurements is not None and batch_sizes is None:
+        raise InputError("--measurements replays a real run: give its --batch-sizes too", path=measurements)
     info = policy_info(policy)
     imported = _sia_workload(trace, cluster, trace_format, profiles, throughputs, batch_sizes, info)
     inputs = assemble(
@@ -83,7 +85,7 @@ def simulate(
         replay=batch_sizes is not None,
         window=_measured(window, len(jobs), trace),
         prices=inputs.prices,
-        measured=None if measured_jobs is None else read_measured_jobs(measured_jobs, len(jobs), cluster.types),
+        measured=None if measurements is None else read_measurements(measurements, len(jobs), cluster.types),
     )
     result = engine.run()
     return _summary(inputs, trace, cluster, mechanics, result), result
