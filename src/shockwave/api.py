@@ -56,7 +56,7 @@ def simulate(
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
     and that the cost-aware policies weigh throughput by; `trace_format="sia"` reads `trace` as Sia's workload CSV,
     rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles; `measurements` (a
-    real run's measurements.json) replays its jobs and rounds as measured.
+    real run's measurements.json, with its `batch_sizes`) replays its jobs and rounds as measured.
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)

@@ -349,6 +349,18 @@ def test_a_replay_leaves_out_the_time_the_cluster_waited_for_jobs(tmp_path: Path
     assert 0.1 <= float(args[args.index("--round-seconds") + 1]) < 0.2
 
 
+def test_round_lengths_are_kept_only_where_they_are_the_rounds_a_replay_has() -> None:
+    """Decision to decision, as the replay's rounds; none (the replay takes the mean round) where the cluster waited
+    idle for jobs, where the run was resumed (its downtime lies between two decisions), or where a stop cut a round
+    shorter than any round a run takes."""
+    from shockwave.runtime.run import _round_lengths
+
+    assert _round_lengths([0.0, 12.3, 24.5, 36.5], 0.0, resumed=False) == pytest.approx((12.3, 12.2, 12.0))
+    assert _round_lengths([0.0, 12.3, 40.0], 15.0, resumed=False) == ()
+    assert _round_lengths([0.0, 12.3, 600.0], 0.0, resumed=True) == ()
+    assert _round_lengths([0.0, 12.3, 12.301], 0.0, resumed=False) == ()
+
+
 class ResumesSlower(FakeBackend):
     """A job trains at RATE on its first lease and at half of it on every lease resumed from a checkpoint."""
 

@@ -349,6 +349,7 @@ def test_a_replayed_round_lasts_as_long_as_the_run_s_round_of_that_index(tmp_pat
         ({"0": {"t_isolated_s": 0}}, "jobs.0.t_isolated_s", "expected seconds above 0, at most 1e+10, not 0"),
         ({"0": {"rates": {"v100": {"32": "1e400"}}}}, "jobs.0.rates.v100.32", "steps per second, not 1000"),
         ({"00": {}}, "jobs.00", "'00' is not a job id of the trace (0..1)"),
+        ({"9" * 5000: {}}, "jobs.999", "is not a job id of the trace (0..1)"),  # more digits than Python reads
         ({"0": {"rates": {"v100": {"032": 1.0}}}}, "jobs.0.rates.v100.032", "'032' is not a batch size"),
         ([], "jobs", "expected an object"),
     ],

@@ -140,10 +140,13 @@ def replay_arguments(out: Path, result: dict[str, Any]) -> list[str]:
     made.
 
     A real round lasts `round_seconds` plus the time its preempted jobs took to leave (the round's clock starts once
-    their GPUs are free), and kept jobs train all along; a started job loses its start-up, which is measured from the
-    round's decision. So the simulator's round is the run's mean round and its restart cost that start-up: with the
-    configured length instead, a restart cost close to it leaves gangs that alternate (max-min fairness on two
-    4-GPU jobs) almost no progress, a livelock the real run did not have."""
+    their GPUs are free), the wait for jobs' last exits and the decision itself, and kept jobs train all along; a
+    started job loses its start-up, which is measured from the round's decision. So a replayed round lasts as long as
+    the run's round of that index (measurements.json), and past those (or where the run has none: it waited idle for
+    jobs, or was resumed) the run's mean round, never the configured length: with it, a restart cost close to it
+    leaves gangs that alternate (max-min fairness on two 4-GPU jobs) almost no progress, a livelock the real run did
+    not have. `--realloc-seconds` is scaled for the mean round (with measured rounds and an interval of a round or
+    less, the fidelity runs' case, it is 0: recompute at every decision)."""
     configured = result["round_seconds"]
     decisions = [row[0] for row in result.get("timeline", [])]
     idle = result.get("idle_s", 0.0)  # waits for jobs between rounds: no round lasted them
@@ -181,12 +184,14 @@ def _replay_rates(out: Path) -> tuple[str, ...]:
     return (*(("--throughputs", str(planned)) if planned.exists() else ()), "--measurements", str(out / MEASUREMENTS))
 
 
-def _round_lengths(decisions: list[float], idle_s: float) -> tuple[float, ...]:
-    """Each round's length, from its decision to the next; none where the cluster ever waited idle for jobs (a
-    wait lies between two decisions, in no round)."""
-    if idle_s > 0:
+def _round_lengths(decisions: list[float], idle_s: float, resumed: bool) -> tuple[float, ...]:
+    """Each round's length, from its decision to the next; none (a replay takes the mean round) where the cluster
+    ever waited idle for jobs (a wait lies between two decisions, in no round), where the run was resumed (its
+    downtime too, after a stop's empty round the replay does not have), or where a stop cut a round short."""
+    lengths = tuple(later - earlier for earlier, later in itertools.pairwise(decisions))
+    if idle_s > 0 or resumed or any(length < MIN_ROUND_SECONDS for length in lengths):
         return ()
-    return tuple(later - earlier for earlier, later in itertools.pairwise(decisions))
+    return lengths
 
 
 def _mean_by_gang(jobs: list[dict[str, Any]], gangs: list[int], key: str) -> str:
@@ -596,7 +601,8 @@ def measured(
     used = {(jobs[i].model, bs, jobs[i].scale_factor) for i, schedule in schedules.items() for bs in set(schedule)}
     # Profiles and a replay's trace check read rates on the default type, even where the cluster has none of it.
     types = [*cluster.types, *([DEFAULT_GPU_TYPE] if DEFAULT_GPU_TYPE not in cluster.types else [])]
-    rates = _completed_rates(_measured_rates(jobs, records), used, types, tm, quiet)
+    alone = _measured_rates(jobs, records)
+    rates = _completed_rates(alone, used, types, tm, quiet)
     model = _Measured(rates, tm)
     try:
         profiles = [build_profile(job, model, schedules[i]) for i, job in enumerate(jobs)]
@@ -609,7 +615,9 @@ def measured(
         for i, r in sorted(records.items())
         if r.status == "done"
     ]
-    own = _measured_jobs(records, jobs, rates, schedules, cluster.types, outcomes)
+    kinds = {key[1:] for key in alone}  # measured on some type: the others' rates calibrated from it, not the table's
+    pooled = {key: rate for key, rate in rates.items() if key[1:] in kinds}
+    own = _measured_jobs(records, jobs, pooled, schedules, cluster.types, outcomes)
     return Measured(rates, schedules, outcomes, own)
 
 
@@ -627,7 +635,8 @@ def run_result(
     Gavel's GCP prices)."""
     records = scheduler.records
     run = measured(records, jobs, tm, scheduler.cluster)
-    rounds = _round_lengths([r.time_s for r in scheduler.rounds], scheduler.run_settings.get("idle_s", 0.0))
+    decisions = [r.time_s for r in scheduler.rounds]
+    rounds = _round_lengths(decisions, scheduler.run_settings.get("idle_s", 0.0), request.resume)
     _write_replay_inputs(request.out, run, rounds, request.throughputs)
     summary = _summary(request, scheduler, jobs, run, prices)
     unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))

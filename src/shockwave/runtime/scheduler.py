@@ -352,7 +352,7 @@ class RuntimeScheduler:
             statuses = (self.backend.status(job_id) for job_id in self.running)
             if not any(status.done and not status.exited for status in statuses):
                 return
-            self.clock.sleep(min(POLL_S, deadline - self.clock.now()))
+            self.clock.sleep(max(0.0, min(POLL_S, deadline - self.clock.now())))  # asking can outlast the deadline
 
     def all_settled(self) -> bool:
         """The run was asked to stop (after this round's launch: see `launch`), or every job has left for good and

@@ -391,6 +391,7 @@ def _result(
         cluster=scheduler.cluster.describe(),
         realloc_seconds=request.realloc_seconds,
         throughputs=request.throughputs,
+        resume=request.resume,
     )
     result = run_result(as_run, label, scheduler, inputs.throughputs, scheduler.jobs, inputs.prices)
     result["job_names"] = [link.name(i) for i in range(len(scheduler.jobs))]

@@ -110,8 +110,8 @@ class Simulator:
         self.round_lengths = () if measured is None else measured.rounds
         """How long each of a real run's rounds lasted (a replay's n-th round lasts as long; the mechanics' after)."""
         self.starts: Counter[int] = Counter()
-        """Starts of each job so far that paid a start-up at their round's start (a measured job's n-th costs its
-        n-th measured start-up)."""
+        """Starts of each job so far, each switch within a round included (a real switch starts a lease): a measured
+        job's n-th costs its n-th measured start-up."""
         self.switches: Counter[int] = Counter()
         """Switches of each job so far within a round (a measured job's n-th costs its n-th measured switch)."""
         self.prices = prices
@@ -159,7 +159,7 @@ class Simulator:
             self.clock.move_to(self.specs[self.queue[0]].arrival)
         else:
             # Nothing ran and nothing will arrive: let a round of time pass so throttled policies can react.
-            self.clock.move_to(self.clock.now() + self.mechanics.round_seconds)
+            self.clock.move_to(self.clock.now() + self._round_length())
         stale = self.mechanics.stale_round_start_after_idle
         if latest <= 0 and not stale and not self.mechanics.stop_when_cluster_empty:
             self.round_start = self.round_end = self.clock.now()  # no stale round start after an idle gap

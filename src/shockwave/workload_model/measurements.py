@@ -2,16 +2,17 @@
 
 A throughput table has one rate per (model, batch size, gang, GPU type), and a restart cost is one number per gang
 size. Two jobs of one kind can still train at different speeds (what runs beside them, their data, their node): in a
-fidelity run on 2 cores emulating 4 GPUs, two LM jobs of batch size 20 on 2 GPUs trained at 144 and 216 steps/s.
-A lease's start-up (from the round's decision to its first step) varies lease by lease, as does a batch-size switch
+fidelity run on 2 cores emulating 4 GPUs, two LM jobs of batch size 20 on 2 GPUs trained at 144 and 216 steps/s. A
+lease's start-up (from the round's decision to its first step) varies lease by lease, as does a batch-size switch
 within a round (from the last step at the old size to the first at the new), and a round lasts its configured length
-plus the time its preempted jobs took to leave. `shockwave run` writes them all to DIR/measurements.json, with each
-finished job's T_iso as the run computed it (from the measured rates and the batch sizes it really used).
-`simulate --measurements` (a replay: with `--batch-sizes`) makes a job's rates its own where it measured them and
-its kind's measured rate elsewhere (the table's ratios between batch sizes past that), its n-th start cost its n-th
-measured start-up (the mean of its start-ups once a replay starts it more often than the run did; switches alike),
-its finish-time fairness read against that T_iso, and the replay's n-th round last as long as the run's n-th (the
-`--round-seconds` past the last). Those rates are also what the replay's policies weigh jobs by, as the run's did
+plus the time its preempted jobs took to leave (and the wait for last exits, and the decision). `shockwave run`
+writes them all to DIR/measurements.json, with each finished job's T_iso as the run computed it (from the measured
+rates and the batch sizes it really used). `simulate --measurements` (a replay: with `--batch-sizes`) makes a job's
+rates its own where it measured them and its kind's measured rate elsewhere (the table's ratios between batch sizes
+past that), its n-th start cost its n-th measured start-up (the mean of its start-ups once a replay starts it more
+often than the run did; switches alike), its finish-time fairness read against that T_iso, and the replay's n-th
+round last as long as the run's n-th (the `--round-seconds` past the last; a run that waited idle for jobs or was
+resumed records no round lengths). Those rates are also what the replay's policies weigh jobs by, as the run's did
 once a job had run a lease (the table's before). The `--throughputs` table, the run's own, is the rest of what the
 run's scheduler knew: the profiles Shockwave forecasts from and finish-time targets are set by, and the slowdown of
 jobs sharing GPUs (put on the measured scale).
@@ -174,8 +175,9 @@ def _number(value: Any) -> bool:
 
 
 def _canonical(key: str) -> bool:
-    """A decimal number written as Python writes it ("7", not "07"), so two keys never name one job or size."""
-    return key.isascii() and key.isdigit() and str(int(key)) == key
+    """A decimal number written as Python writes it ("7", not "07"), so two keys never name one job or size; at
+    most 18 digits, so reading it is cheap (Python refuses to read integers of over 4,300 digits)."""
+    return key.isascii() and key.isdigit() and len(key) <= 18 and (key == "0" or key[0] != "0")
 
 
 def _object(raw: Any, path: Path, field: str) -> dict[str, Any]:

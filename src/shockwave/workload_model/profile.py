@@ -176,7 +176,7 @@ def read_schedules(path: Path, jobs: list[Job]) -> dict[int, list[int]]:
     )
     schedules: dict[int, list[int]] = {}
     for key, value in raw.items():
-        if not (key.isascii() and key.isdigit()) or int(key) >= len(jobs):
+        if not (key.isascii() and key.isdigit() and len(key) <= 18) or int(key) >= len(jobs):
             raise InputError(f"{key!r} is not a job id of the trace (0..{len(jobs) - 1})", path=path, field=key)
         epochs = epochs_of(jobs[int(key)])
         valid = isinstance(value, list) and all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in value)
