@@ -11,7 +11,8 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
-def _parents() -> dict[int, int]:
+def parents() -> dict[int, int]:
+    """Each process's parent, by pid."""
     parents = {}
     for entry in PROC.iterdir():
         if entry.name.isdigit():
@@ -25,7 +26,7 @@ def _parents() -> dict[int, int]:
 
 def descendants(pid: int) -> set[int]:
     children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
+    for child, parent in parents().items():
         children.setdefault(parent, []).append(child)
     found: set[int] = set()
     todo = [pid]

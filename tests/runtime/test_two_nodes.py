@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import check_results, require_module, shockwave
-from processes import _parents, wait_until
+from processes import cmdline, parents, wait_until
 from runtime_trace import TYPED_JOBS, write_runtime_trace, write_typed_throughputs
 
 pytestmark = pytest.mark.slow
@@ -62,13 +62,6 @@ def kill_node(name: str) -> None:
         time.sleep(0.2)
 
 
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 class TwoNodes:
     """A head with two V100s and a node with two K80s, both logical GPUs on this machine."""
 
@@ -98,9 +91,9 @@ class TwoNodes:
 
     def members_on(self, node: str) -> int:
         """Gang members running on `node`: children of its GPU workers' zygotes."""
-        pids, parents = set(marked(f"{self.tag}-{node}")), _parents()
-        zygotes = {pid for pid in pids if b"shockwave.runtime.warm" in _cmdline(pid)}
-        return sum(parents.get(pid) in zygotes for pid in pids)
+        pids, parent = set(marked(f"{self.tag}-{node}")), parents()
+        zygotes = {pid for pid in pids if "shockwave.runtime.warm" in cmdline(pid)}
+        return sum(parent.get(pid) in zygotes for pid in pids)
 
     def lose_and_restore(self, node: str, until_running: float = TIMEOUT_S) -> None:
         """Once `node` runs a job, kill every process it holds; start it again a few seconds later, and see jobs run

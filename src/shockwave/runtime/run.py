@@ -228,36 +228,37 @@ def _measured_rates(jobs: list[Job], records: dict[int, JobRecord]) -> Rates:
     return rates
 
 
-def _measured_jobs(
-    records: Mapping[int, JobRecord],
-    jobs: list[Job],
-    pooled: Rates,
-    schedules: dict[int, list[int]],
-    types: Collection[str],
-    outcomes: list[JobOutcome],
-) -> dict[int, MeasuredJob]:
-    """Each job's own steps/s by GPU type and batch size (its steps there over its seconds, start-ups excluded, as
-    `_measured_rates` pools them by kind of job), and where it has none (a type or batch size it never trained at
-    alone, a job that never ran alone) the `pooled` rate of its kind, so a replay never weighs a measured rate
-    against a table's; its leases' start-ups and switches; a finished job's T_iso (`outcomes`)."""
-    isolated = {outcome.id: outcome.t_isolated_s for outcome in outcomes}
+def _measurements(
+    records: Mapping[int, JobRecord], jobs: list[Job], run: Measured, types: Collection[str], rounds: tuple[float, ...]
+) -> Measurements:
+    """What a replay reads of the run (`--measurements`): each job's own steps/s by GPU type and batch size (its
+    steps there over its seconds, start-ups excluded, as `_measured_rates` pools them by kind of job), and where it
+    has none (a type or batch size it never trained at alone, a job that never ran alone) the run's rate for its kind
+    if some job of that kind was measured (on any type: the others are calibrated from it), so a replay never weighs
+    a measured rate against a table's; its leases' start-ups and switches; a finished job's T_iso; the `rounds`."""
+    own = {
+        job_id: {(gpu_type, bs): steps / seconds for gpu_type, bs, (steps, seconds) in _trained(record)}
+        for job_id, record in sorted(records.items())
+    }
+    kinds = {(jobs[job_id].model, bs, jobs[job_id].scale_factor) for job_id, rates in own.items() for _, bs in rates}
+    isolated = {outcome.id: outcome.t_isolated_s for outcome in run.outcomes}
     measured: dict[int, MeasuredJob] = {}
     for job_id, record in sorted(records.items()):
-        job = jobs[job_id]
-        rates: dict[str, dict[int, float]] = {}
-        for gpu_type, bs, (steps, seconds) in _trained(record):
-            rates.setdefault(gpu_type, {})[bs] = steps / seconds
-        for bs in sorted({job.batch_size, *schedules.get(job_id, ())}):
+        job, rates = jobs[job_id], dict(own[job_id])
+        for bs in sorted({job.batch_size, *run.schedules.get(job_id, ())}):
             for gpu_type in types:
                 kind = (gpu_type, job.model, bs, job.scale_factor)
-                if kind in pooled and bs not in rates.get(gpu_type, {}):
-                    rates.setdefault(gpu_type, {})[bs] = pooled[kind]
+                if kind[1:] in kinds and kind in run.rates:
+                    rates.setdefault((gpu_type, bs), run.rates[kind])
+        by_type: dict[str, dict[int, float]] = {}
+        for (gpu_type, bs), rate in rates.items():
+            by_type.setdefault(gpu_type, {})[bs] = rate
         t_isolated = isolated.get(job_id)
         known = t_isolated is not None and 0 < t_isolated <= MAX_SECONDS  # inf: a rate of 0 somewhere
         startups = tuple(max(0.0, seconds) for seconds in record.startups)  # clocks of two machines can disagree
         switches = tuple(max(0.0, seconds) for seconds in record.switch_seconds)
-        measured[job_id] = MeasuredJob(rates, startups, t_isolated if known else None, switches)
-    return measured
+        measured[job_id] = MeasuredJob(by_type, startups, t_isolated if known else None, switches)
+    return Measurements(measured, rounds)
 
 
 def _trained(record: JobRecord) -> Iterator[tuple[str, int, tuple[float, float]]]:
@@ -574,13 +575,12 @@ def _within(busy: float, gpus: int, makespan: float, unfinished: bool) -> float:
 @dataclass(frozen=True)
 class Measured:
     """What a run's jobs really did, as its result and the service's rho read it: a rate table from the measured
-    rates (completed across types), the batch size of each job's every epoch, each finished job's outcome, its
-    T_iso at those rates and batch sizes, and each job's own rates and start-ups (a replay's `--measurements`)."""
+    rates (completed across types), the batch size of each job's every epoch, and each finished job's outcome, its
+    T_iso at those rates and batch sizes."""
 
     rates: Rates
     schedules: dict[int, list[int]]
     outcomes: list[JobOutcome]
-    jobs: dict[int, MeasuredJob]
 
     def rhos(self, gpus: int) -> dict[int, float]:
         """Each finished job's finish-time fairness, the metric's (`finish_time_fairness`, N the finished jobs)."""
@@ -601,8 +601,7 @@ def measured(
     used = {(jobs[i].model, bs, jobs[i].scale_factor) for i, schedule in schedules.items() for bs in set(schedule)}
     # Profiles and a replay's trace check read rates on the default type, even where the cluster has none of it.
     types = [*cluster.types, *([DEFAULT_GPU_TYPE] if DEFAULT_GPU_TYPE not in cluster.types else [])]
-    alone = _measured_rates(jobs, records)
-    rates = _completed_rates(alone, used, types, tm, quiet)
+    rates = _completed_rates(_measured_rates(jobs, records), used, types, tm, quiet)
     model = _Measured(rates, tm)
     try:
         profiles = [build_profile(job, model, schedules[i]) for i, job in enumerate(jobs)]
@@ -615,10 +614,7 @@ def measured(
         for i, r in sorted(records.items())
         if r.status == "done"
     ]
-    kinds = {key[1:] for key in alone}  # measured on some type: the others' rates calibrated from it, not the table's
-    pooled = {key: rate for key, rate in rates.items() if key[1:] in kinds}
-    own = _measured_jobs(records, jobs, pooled, schedules, cluster.types, outcomes)
-    return Measured(rates, schedules, outcomes, own)
+    return Measured(rates, schedules, outcomes)
 
 
 def run_result(
@@ -637,7 +633,8 @@ def run_result(
     run = measured(records, jobs, tm, scheduler.cluster)
     decisions = [r.time_s for r in scheduler.rounds]
     rounds = _round_lengths(decisions, scheduler.run_settings.get("idle_s", 0.0), request.resume)
-    _write_replay_inputs(request.out, run, rounds, request.throughputs)
+    replay = _measurements(records, jobs, run, scheduler.cluster.types, rounds)
+    _write_replay_inputs(request.out, run, replay, request.throughputs)
     summary = _summary(request, scheduler, jobs, run, prices)
     unfinished = sorted(i for i, r in records.items() if r.status not in ("done", "cancelled"))
     cancelled = sorted(i for i, r in records.items() if r.status == "cancelled")
@@ -668,10 +665,10 @@ def run_result(
     return Result.model_validate(result).to_json_dict()
 
 
-def _write_replay_inputs(out: Path, run: Measured, rounds: tuple[float, ...], planned: Path | None) -> None:
+def _write_replay_inputs(out: Path, run: Measured, replay: Measurements, planned: Path | None) -> None:
     """What `simulate --throughputs ... --batch-sizes ... --measurements ...` replays the run from: its measured
-    rates, each job's batch sizes by epoch, its measurements (each job's own rates, start-ups and switches, each of
-    the `rounds`' length), and the `planned` table the run's scheduler planned with (none: the built-in model)."""
+    rates, each job's batch sizes by epoch, the `replay` measurements (`_measurements`), and the `planned` table the
+    run's scheduler planned with (none: the built-in model)."""
     if planned is not None:
         write_atomically(out / PLANNED_THROUGHPUTS, read_bytes(planned, "throughput file", THROUGHPUT_LIMIT))
     else:  # the built-in model: no other run's table in a reused folder
@@ -680,7 +677,7 @@ def _write_replay_inputs(out: Path, run: Measured, rounds: tuple[float, ...], pl
         out / "measured_throughputs.json", json.dumps(TableThroughputs(run.rates, "measured").to_json(), indent=1)
     )
     write_atomically(out / "batch_sizes.json", json.dumps({str(i): s for i, s in sorted(run.schedules.items())}))
-    write_atomically(out / MEASUREMENTS, json.dumps(Measurements(run.jobs, rounds).to_json()))
+    write_atomically(out / MEASUREMENTS, json.dumps(replay.to_json()))
 
 
 def _summary(

@@ -36,7 +36,7 @@ from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
 from shockwave.workload_model.goodput import Advanced, goodput_of
 from shockwave.workload_model.job import Job
-from shockwave.workload_model.measurements import Measurements
+from shockwave.workload_model.measurements import MeasuredJob, Measurements
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
@@ -434,18 +434,22 @@ class Simulator:
 
     def _start_cost(self, job: JobState) -> float:
         """This start's cost: the measured job's start-up of that lease where known, else its restart cost."""
-        own = self.measured.get(job.id)
-        measured = None if own is None else own.startup(self.starts[job.id])
-        self.starts[job.id] += 1
+        measured = self._next_measured(job.id, self.starts, MeasuredJob.startup)
         return self._restart_cost(job) if measured is None else measured
 
     def _switch_cost(self, job: JobState) -> float:
         """This switch's cost: the measured job's of that switch where known, else the mechanics' by gang size."""
-        own = self.measured.get(job.id)
-        measured = None if own is None else own.switch(self.switches[job.id])
-        self.switches[job.id] += 1
         self.starts[job.id] += 1  # the real job's switch started a lease of its own: its start-up is journaled too
+        measured = self._next_measured(job.id, self.switches, MeasuredJob.switch)
         return self.mechanics.switch_cost(job.scale_factor) if measured is None else measured
+
+    def _next_measured(
+        self, job_id: int, counts: Counter[int], nth: Callable[[MeasuredJob, int], float | None]
+    ) -> float | None:
+        """The measured job's next value of a kind (`nth` of its start-ups or switches), counted in `counts`."""
+        own, n = self.measured.get(job_id), counts[job_id]
+        counts[job_id] += 1
+        return None if own is None else nth(own, n)
 
     def _startup(self, job: JobState, *, restarting: bool) -> float:
         """Seconds of this round the job spends starting (`_starts_up`); a start-up longer than a round goes on in
