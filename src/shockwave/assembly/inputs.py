@@ -44,7 +44,14 @@ class RunInputs:
     entities: Entities | None = None
     """The entities a multi-level policy shares the cluster between (`entities=FILE`), read once."""
 
-    def build(self, min_realloc_interval_s: float, *, seed: int = 0, reference_quirks: bool = False) -> Policy:
+    def build(
+        self,
+        min_realloc_interval_s: float,
+        *,
+        seed: int = 0,
+        reference_quirks: bool = False,
+        round_robin: str = "gavel",
+    ) -> Policy:
         """A fresh policy with the user's parameters and whatever else it declares of these inputs and the driver's
         offer; refused here (before any work) when it cannot plan the cluster's GPU types."""
         given = {**self.params, **({"entities": self.entities} if self.entities is not None else {})}
@@ -54,6 +61,7 @@ class RunInputs:
             config=self.config,
             seed=seed,
             reference_quirks=reference_quirks,
+            round_robin=round_robin,
             prices=self.prices_file,
         )
         require_plannable(policy, self.cluster)

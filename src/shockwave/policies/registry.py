@@ -32,7 +32,8 @@ ALIASES = {
     "max_sum_throughput": "max_sum_throughput_perf",
 }
 MECHANISM = params_of(GavelPolicy, skip=("allocator",))
-"""What Gavel's mechanism takes beside an allocator's own parameters: the reallocation interval and the seed."""
+"""What Gavel's mechanism takes beside an allocator's own parameters: the reallocation interval, the seed and the
+round robin."""
 
 
 @dataclass(frozen=True)
@@ -97,9 +98,11 @@ def _entry(name: str, cls: Callable[..., Any], label: str, origin: str, path: Pa
     own = params_of(cls)
     seeded = any(p.name == "seed" for p in own)
 
-    def build(min_realloc_interval_s: float = 1000.0, seed: int = 0, **given: Any) -> Policy:
+    def build(
+        min_realloc_interval_s: float = 1000.0, seed: int = 0, round_robin: str = "gavel", **given: Any
+    ) -> Policy:
         allocator = cls(**given, **({"seed": seed} if seeded else {}))
-        return GavelPolicy(allocator, min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+        return GavelPolicy(allocator, min_realloc_interval_s=min_realloc_interval_s, seed=seed, round_robin=round_robin)
 
     return PolicyInfo(name, build, (*(p for p in own if p.name != "seed"), *MECHANISM), label, origin, path)
 

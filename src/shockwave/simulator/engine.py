@@ -40,7 +40,7 @@ from shockwave.workload_model.measurements import MeasuredJob, Measurements
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
-from shockwave.workload_model.throughput import ThroughputModel
+from shockwave.workload_model.throughput import ThroughputModel, TimesPlacements
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,9 @@ class Simulator:
         """Start-up seconds still ahead of jobs whose start-up is longer than a round (replaying a real run)."""
         self.specs, self.profiles = jobs, profiles
         self.throughputs, self.cluster, self.policy, self.mechanics = throughputs, cluster, policy, mechanics
-        self.clock = VirtualClock(jobs[0].arrival if jobs else 0.0)
+        self.clock = VirtualClock(self._round_start_after(jobs[0].arrival) if jobs else 0.0)
+        self.timed = throughputs if mechanics.placed_speed and isinstance(throughputs, TimesPlacements) else None
+        """The throughput model where rigid jobs run at the speed of the GPUs they were given (`placed_speed`)."""
         self.goodput = goodput_of(throughputs)
         if self.goodput is None and any(job.elastic for job in jobs):
             raise InputError(f"elastic jobs need a goodput model; the throughput model {throughputs.name!r} has none")
@@ -156,7 +158,7 @@ class Simulator:
             self.round_end = latest
             self.clock.move_to(latest)
         elif self.queue:
-            self.clock.move_to(self.specs[self.queue[0]].arrival)
+            self.clock.move_to(self._round_start_after(self.specs[self.queue[0]].arrival))
         else:
             # Nothing ran and nothing will arrive: let a round of time pass so throttled policies can react.
             self.clock.move_to(self.clock.now() + self._round_length())
@@ -173,12 +175,21 @@ class Simulator:
             self._settle(launch, previous)
         self.running = []
         self._request_batch_sizes()
-        if self.replay and ran and (self.view.jobs or self.queue):
+        if (self.replay or self.mechanics.round_grid) and ran and (self.view.jobs or self.queue):
             self._wait_out_round(started)
 
+    def _round_start_after(self, arrival: float) -> float:
+        """When a job arriving at an idle cluster is first planned: at once, or on a fixed clock (`round_grid`) at
+        the first multiple of the round at or after it, never before the first round's end."""
+        if not self.mechanics.round_grid:
+            return arrival
+        length = self.mechanics.round_seconds
+        return max(1, math.ceil(arrival / length)) * length
+
     def _wait_out_round(self, started: float) -> None:
-        """A replayed run's round lasts its whole length even when every job in it finished sooner, as the runtime's
-        rounds do: GPUs freed mid-round wait for the next decision (only the run's end does not wait)."""
+        """A replayed run's round, or any on a fixed clock (`round_grid`), lasts its whole length even when every
+        job in it finished sooner, as the runtime's rounds do: GPUs freed mid-round wait for the next decision (only
+        the run's end does not wait)."""
         end = started + self._round_length()
         if end > self.clock.now():
             self.clock.move_to(end)
@@ -315,6 +326,8 @@ class Simulator:
             if pair is None or min(pair) <= 0:
                 raise PlanError(f"policy {self.policy.name!r} paired jobs {assignment.jobs} that cannot share GPUs")
             rates = list(pair)
+        elif self.timed is not None and not jobs[0].spec.elastic:
+            rates = [self._placed_rate(jobs[0], assignment.gpu_type, placement[jobs[0].id])]
         now, length = self.view.now, self._round_length()
         launches = []
         for job, rate in zip(jobs, rates, strict=True):
@@ -399,16 +412,28 @@ class Simulator:
             launch.switched = segments[1:]
             launch.finish = max(now, now + elapsed + segments[-1].train_s)
 
+    def _placed_rate(self, job: JobState, gpu_type: str, gpus: tuple[int, ...]) -> float:
+        """The job's rate on the servers it was given, where the throughput model times them; else its rate on
+        the type (the packed placement)."""
+        assert self.timed is not None
+        placed = self.timed.placed(job.spec.model, job.batch_size, self._per_server(gpus), gpu_type)
+        return job.rate(gpu_type) if placed is None else placed
+
     def _restarts(self, job_id: int, gpus: tuple[int, ...], previous: dict[int, tuple[int, ...]]) -> bool:
         """The job starts anew: it did not run in the round before, or ran on another GPU type (a checkpoint and
-        a restart move it); an elastic job also when its GPUs per server change."""
+        a restart move it); an elastic job also when its GPUs per server change, a rigid one too with
+        `placed_speed` (Sia's simulator restarts a job whose placement changed)."""
         before = previous.get(job_id)
         if before == gpus:
             return False
         if before is None or self.cluster.type_of(before[0]) != self.cluster.type_of(gpus[0]):
             return True
         job = self.view.jobs.get(job_id)
-        return job is not None and job.spec.elastic and self._shape(before) != self._shape(gpus)
+        if job is None:
+            return False
+        if job.spec.elastic:
+            return self._shape(before) != self._shape(gpus)
+        return self.mechanics.placed_speed and self._per_server(before) != self._per_server(gpus)
 
     def _per_server(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
         """A gang's GPUs on each server it spans, by server (the profile reads a placement in any rotation)."""

@@ -5,7 +5,10 @@
 idle gap, FIFO as its code behaves). `corrected` fixes the artifact's known defects and is what new studies should
 use: it keeps running when the cluster is briefly empty (§9 item 11), converts progress exactly at a batch-size
 switch instead of rounding a partial epoch up (item 9), uses the profile's Accordion rule at run time (item 8), and
-never force-completes a job that runs long (item 12).
+never force-completes a job that runs long (item 12). `sia` is the Sia artifact's simulator (benchmarks/sia_spec.md
+§3, §7): `corrected` on a fixed clock of whole rounds, gangs placed by its first-fit scan and run at the speed of
+their real placement, and Gavel's policies on its port of Gavel's round robin. Sia's workloads
+(`--trace-format sia`) are simulated with it unless another preset is named.
 
 `Mechanics` is a frozen pydantic dataclass: every parameter is checked for its type whenever one is built, also by
 `dataclasses.replace`, so a preset changed by a flag cannot carry a string where the simulator does arithmetic.
@@ -18,6 +21,7 @@ from dataclasses import replace
 from pydantic.dataclasses import dataclass
 
 from shockwave.core.errors import InputError
+from shockwave.policies.gavel.mechanism import ROUND_ROBINS
 
 MAX_SECONDS = 365 * 24 * 3600.0
 """Longest round, restart cost or reallocation interval accepted (the reference uses 120 s, 20 s and 1000 s)."""
@@ -59,6 +63,15 @@ class Mechanics:
     """After the cluster sat idle until an arrival, the next round's execution times are measured from the end of
     the last round that ran, gap included (the reference Gavel simulator's quirk, GAVEL_SPEC §7 item 5): it inflates
     the time records that set priorities, and the utilisation."""
+    round_grid: bool = False
+    """Rounds start on multiples of round_seconds and last their whole length even when every job in one finished
+    sooner; an arrival waits for the next multiple (Sia's simulator steps a fixed clock, deciding every round)."""
+    placed_speed: bool = False
+    """A rigid job whose throughput model times placements runs at the speed of the GPUs it was given (a gang split
+    over more servers synchronises slower) and restarts when its GPUs per server change (Sia's simulator)."""
+    gavel_round_robin: str = "gavel"
+    """How Gavel's mechanism turns time fractions into rounds: "gavel", its own (GAVEL_SPEC §4.3), or "sia", the
+    port in Sia's artifact (`shockwave.policies.gavel.mechanism`)."""
     realloc_when_cluster_empty: bool = False
     """When the last active job leaves, a recompute that is due happens at once, over no jobs, and the next one waits
     `min_realloc_interval_s` from there: the reference Gavel simulator runs its scheduling step even with no job
@@ -90,6 +103,10 @@ class Mechanics:
                 raise InputError(f"{flag}: gang sizes must be >= 1, got {by_gang}")
         if not 0 <= self.min_realloc_interval_s <= MAX_SECONDS:
             raise InputError(f"--realloc-seconds must be >= 0 and {year}, got {self.min_realloc_interval_s}")
+        if self.gavel_round_robin not in ROUND_ROBINS:
+            raise InputError(
+                f"gavel_round_robin must be one of {', '.join(ROUND_ROBINS)}, got {self.gavel_round_robin!r}"
+            )
         if self.switch_delay_rounds not in (0, 1):
             raise InputError("switch_delay_rounds must be 0 or 1")
 
@@ -152,6 +169,14 @@ PRESETS = {
         finish_past_last_step=True,
     ),
 }
+PRESETS["sia"] = replace(
+    PRESETS["corrected"],
+    name="sia",
+    consolidate_gangs=False,
+    round_grid=True,
+    placed_speed=True,
+    gavel_round_robin="sia",
+)
 
 
 def preset(name: str) -> Mechanics:
@@ -159,3 +184,8 @@ def preset(name: str) -> Mechanics:
         return PRESETS[name]
     except KeyError:
         raise InputError(f"unknown mechanics {name!r}; choose one of {', '.join(PRESETS)}") from None
+
+
+def default_for(trace_format: str) -> str:
+    """The preset a trace format is simulated with unless one is named: Sia's workloads with Sia's simulator."""
+    return "sia" if trace_format == "sia" else "corrected"

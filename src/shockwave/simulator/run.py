@@ -72,7 +72,10 @@ def simulate(
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, job_profiles, cluster.gpus))
     chosen = inputs.build(
-        mechanics.min_realloc_interval_s, seed=seed, reference_quirks=mechanics.reference_policy_quirks
+        mechanics.min_realloc_interval_s,
+        seed=seed,
+        reference_quirks=mechanics.reference_policy_quirks,
+        round_robin=mechanics.gavel_round_robin,
     )
     engine = Simulator(
         jobs,

@@ -17,7 +17,7 @@ import math
 import reprlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from shockwave.core.errors import InputError
 from shockwave.io.jsonfile import read_json_object
@@ -36,6 +36,16 @@ class ThroughputModel(Protocol):
 
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = DEFAULT_GPU_TYPE) -> float:
         """Iterations per second of the whole gang; raises UnknownThroughput when not known."""
+        ...
+
+
+@runtime_checkable
+class TimesPlacements(Protocol):
+    """A throughput model that also knows how fast a gang runs on the servers it was given, not only on the packed
+    placement `throughput` assumes (Sia's profiles time each placement)."""
+
+    def placed(self, model: str, batch_size: int, per_server: tuple[int, ...], gpu_type: str) -> float | None:
+        """Iterations per second of the gang with these GPUs on each server it spans; None where not measured."""
         ...
 
 

@@ -29,9 +29,9 @@ def test_steps_and_rates_follow_the_fixed_batch_rule(sia_workload: Path, sia_pro
     # Batch 64 on 2 GPUs of a: 32 per GPU (the largest measured), no accumulation: 0.22 s a step.
     assert tm.throughput("toy", 64, 2, "a") == pytest.approx(1 / 0.22)
     # On one GPU: 64 > 32 measured, one accumulation step of 32: 0.2 + (0.2 - 0) s.
-    assert rigid_step(app, "a", 4, 1, 64) == pytest.approx((0.4, 64))
+    assert rigid_step(app, "a", (1,), 64) == pytest.approx((0.4, 64))
     # Batch 32 on 4 GPUs: 8 per GPU, below what was measured: unknown there.
-    assert rigid_step(app, "a", 4, 4, 32) is None
+    assert rigid_step(app, "a", (4,), 32) is None
     assert tm.throughput("toy", 64, 2, "b") == pytest.approx(1 / 0.44)
     assert packed(10, 4) == (4, 4, 2)
     assert family("toy").dataset_size == 10 * 32 and job_profiles[0].epochs == 5  # ceil(22.5 / (320 / 64))

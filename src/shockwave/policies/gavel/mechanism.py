@@ -7,6 +7,12 @@ taken in the reference's type order (V100, P100, K80; shuffled every round for p
 differences), and a job is placed on the first type whose queue reaches it while its gang fits. The allocation is
 recomputed when the job set changed, but at most once per `min_realloc_interval_s` of simulated time.
 
+`round_robin="sia"` is the port of this mechanism in Sia's artifact (benchmarks/sia_spec.md §7), which Sia's paper
+calls Gavel: the allocation is recomputed every round and rounded to 5 decimals; time records are never reset (no
+deficits), a new job adding its half-round seed to each type's total; every job scheduled is credited a whole round;
+and one queue over all (job, type) entries, by (priority, x), ties in type then table order, gives each job the first
+type whose GPUs still hold its gang.
+
 With a space-sharing allocator (`packs`), the entries are jobs and pairs of jobs of the same gang size that the
 throughput table lists together (spec §3.1, §4.3): a pair gets its own time fraction, time record and deficit, runs
 both jobs on one gang, and is queued after its later job, behind the pairs that job formed with earlier arrivals.
@@ -15,6 +21,7 @@ both jobs on one gang, and is queued after its later job, behind the pairs that 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Annotated, Any, Protocol, runtime_checkable
@@ -37,6 +44,9 @@ PairRates = dict[str, tuple[float, float]]
 """GPU type -> both jobs' steps/s while they share a gang there ((0, 0): they cannot)."""
 TYPE_ORDER = ("v100", "p100", "k80")
 """The reference's order of per-type queues; other types follow, alphabetically."""
+ROUND_ROBINS = ("gavel", "sia")
+SIA_DECIMALS = 5
+"""Sia's port rounds each allocation to this many decimals, which makes equal shares tie exactly."""
 REFERENCE_TYPE = "v100"
 """Whose throughput the heterogeneity-agnostic FTF and OSSP variants use on every type (spec §3.3)."""
 
@@ -236,10 +246,15 @@ class GavelPolicy(Policy):
     allocator: Allocator
     """Keeps what it learns itself (restored in place: it keeps its settings)."""
 
-    def __init__(self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
+    def __init__(
+        self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, round_robin: str = "gavel"
+    ) -> None:
+        if round_robin not in ROUND_ROBINS:
+            raise ValueError(f"round_robin must be one of {ROUND_ROBINS}, got {round_robin!r}")
         self.allocator = allocator
         self.name = allocator.name
         self.min_realloc_interval_s = min_realloc_interval_s
+        self.sia = round_robin == "sia"
         self.allocation = {}
         self.needs_realloc = False
         self.last_realloc_s = 0.0
@@ -280,6 +295,8 @@ class GavelPolicy(Policy):
             for entry, time in added:
                 self.job_time[gpu_type][entry] = time
                 self.deficits[gpu_type][entry] = 0.0
+            if self.sia:  # its records are never reset, so each type's total carries every job's seed
+                self.worker_time[gpu_type] += reseed
         self._changed()
         self.needs_realloc = True
 
@@ -308,6 +325,8 @@ class GavelPolicy(Policy):
             return
         if isinstance(entry, tuple):
             self.credited.add(entry)
+        if self.sia:
+            exec_s = view.round_seconds
         if entry in self.job_time[gpu_type]:
             self.job_time[gpu_type][entry] += exec_s
         self.worker_time[gpu_type] += exec_s
@@ -349,9 +368,10 @@ class GavelPolicy(Policy):
         return {t: view.colocated(a, b, t) or (0.0, 0.0) for t in view.cluster.types}
 
     def _reallocate(self, view: SchedulerView, pairs: dict[tuple[int, int], PairRates]) -> None:
-        """Settle what each entry was owed under the old allocation, then ask the allocator again."""
+        """Settle what each entry was owed under the old allocation, then ask the allocator again (Sia's port keeps
+        its time records and rounds the answer)."""
         elapsed, reseed = view.now - self.last_realloc_s, self._reseed(view)
-        for gpu_type in self._types(view):
+        for gpu_type in [] if self.sia else self._types(view):
             times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
             for entry, time in times.items():
                 should = self.allocation[entry].get(gpu_type, 0.0) * elapsed if entry in self.allocation else 0
@@ -367,6 +387,11 @@ class GavelPolicy(Policy):
             self.allocation = {}
             if isinstance(self.allocator, ForgetsFinished):
                 self.allocator.forget_finished()
+        if self.sia:
+            self.allocation = {
+                entry: {t: min(max(round(x, SIA_DECIMALS), 0.0), 1.0) for t, x in shares.items()}
+                for entry, shares in self.allocation.items()
+            }
         self._changed()
         self.needs_realloc = False
 
@@ -393,6 +418,8 @@ class GavelPolicy(Policy):
         return np.lexsort((-shares, -deficits, -priorities)), priorities
 
     def _realloc_due(self, view: SchedulerView) -> bool:
+        if self.sia:
+            return bool(view.jobs)
         # The first recompute happens at time 0 and leaves the clock at 0, so the reference recomputes again at
         # the next change: hence "or last == 0" (spec §4.2).
         return self.needs_realloc and (
@@ -412,32 +439,46 @@ class GavelPolicy(Policy):
         table = self._table(view)
         if self._realloc_due(view):
             self._reallocate(view, table.pair_rates())
-        order = type_order(view.cluster)
-        if not self.allocator.heterogeneity_aware:
-            self.shuffler.shuffle(order)
-        free = {t: view.cluster.pool(t).gpus for t in order}
+        free = {t: view.cluster.pool(t).gpus for t in view.cluster.types}
         busy: set[int] = set()
         chosen: list[tuple[Entry, str, int]] = []
-        for gpu_type in order:
-            positions, priorities = self._queue(table, gpu_type)
-            rates = table.rates[gpu_type]
-            for i in positions.tolist():
-                if free[gpu_type] == 0:
-                    break
-                jobs, gang = table.members[i], table.gangs[i]
-                if rates[i] <= 0 or gang > free[gpu_type] or not busy.isdisjoint(jobs):
-                    continue
-                if not self.may_run(float(priorities[i])):
-                    continue
-                free[gpu_type] -= gang
-                busy.update(jobs)
-                chosen.append((table.entries[i], gpu_type, gang))
+        for gpu_type, i, priority in self._candidates(view, table, free):
+            jobs, gang = table.members[i], table.gangs[i]
+            if table.rates[gpu_type][i] <= 0 or gang > free[gpu_type] or not busy.isdisjoint(jobs):
+                continue
+            if not self.may_run(priority):
+                continue
+            free[gpu_type] -= gang
+            busy.update(jobs)
+            chosen.append((table.entries[i], gpu_type, gang))
         # An entry outside the allocation still used up GPUs above but is not run: the reference leaves them idle.
         placed = [(e, t, g) for e, t, g in chosen if e in self.allocation]
         # Jobs of the last round that do not run in this one keep their entry: a runtime reports a preempted job's
         # last progress after this plan.
         self.ran_in.update({j: (e, t) for e, t, _ in placed for j in members(e)})
         return RoundPlan(tuple(Assignment(members(e), t, g) for e, t, g in placed))
+
+    def _candidates(self, view: SchedulerView, table: _Table, free: dict[str, int]) -> Iterator[tuple[str, int, float]]:
+        """(type, entry position, priority) in the order the round's GPUs are offered: each type's queue in turn in
+        the reference's type order until the type is full (Gavel), or one queue over every type by (priority, x)
+        (Sia's port)."""
+        if self.sia:
+            types = sorted(view.cluster.types)
+            queues = [self._queue(table, t)[1] for t in types]
+            priorities, shares = np.concatenate(queues), np.concatenate([self._shares[t] for t in types])
+            n = len(table.entries)
+            for k in np.lexsort((-shares, -priorities)).tolist():
+                yield types[k // n], k % n, float(priorities[k])
+            return
+        order = type_order(view.cluster)
+        if not self.allocator.heterogeneity_aware:
+            self.shuffler.shuffle(order)
+        for gpu_type in order:
+            positions, priorities = self._queue(table, gpu_type)
+            for i in positions.tolist():
+                if free[gpu_type] == 0:
+                    break
+                yield gpu_type, i, float(priorities[i])
 
     def may_run(self, priority: float) -> bool:
         """Whether an entry of this priority may take GPUs this round (any may: idle GPUs help nobody)."""

@@ -39,6 +39,7 @@ class SiaThroughputs:
     name: str = "sia profiles"
     _known: dict[tuple[str, int, int, str], float] = field(default_factory=dict, repr=False)
     _steps: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+    _placed: dict[tuple[str, int, tuple[int, ...], str], float | None] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def goodput(self) -> SiaGoodput:
@@ -60,11 +61,26 @@ class SiaThroughputs:
         app = self.applications.get(model)
         if app is None or gpu_type not in app.types or gpu_type not in self.gpus_per_node:
             raise UnknownThroughput(f"no Sia profile for {model} on {gpu_type!r}")
-        step = rigid_step(app, gpu_type, self.gpus_per_node[gpu_type], gpus, batch)
-        if step is None:
+        rate = self.placed(model, batch, packed(gpus, self.gpus_per_node[gpu_type]), gpu_type)
+        if rate is None:
             raise UnknownThroughput(f"{model} at batch {batch} on {gpus} {gpu_type} GPUs is outside its profile")
-        seconds, effective = step
-        return self.steps(model, batch) / self.steps(model, effective) / seconds
+        return rate
+
+    def placed(self, model: str, batch_size: int, per_server: tuple[int, ...], gpu_type: str) -> float | None:
+        """Steps (at the job's batch) per second of a gang with these GPUs on each server (the TimesPlacements
+        protocol): a step at the effective batch does proportionally more or less of the job's work."""
+        key = (model, batch_size, per_server, gpu_type)
+        if key not in self._placed:
+            app = self.applications.get(model)
+            step = (
+                None if app is None or gpu_type not in app.types else rigid_step(app, gpu_type, per_server, batch_size)
+            )
+            if step is None:
+                self._placed[key] = None
+            else:
+                seconds, effective = step
+                self._placed[key] = self.steps(model, batch_size) / self.steps(model, effective) / seconds
+        return self._placed[key]
 
     def steps(self, model: str, batch: int) -> float:
         """`steps_needed` of an application at a global batch, worked out once (every job of a workload asks
@@ -75,11 +91,11 @@ class SiaThroughputs:
         return self._steps[key]
 
 
-def rigid_step(app: Application, gpu_type: str, per_node: int, gpus: int, batch: int) -> tuple[float, int] | None:
-    """(seconds per step with the slowdown, effective global batch) of `batch` on `gpus` GPUs of a type, or None
-    where the profile has no measurement."""
+def rigid_step(app: Application, gpu_type: str, placement: tuple[int, ...], batch: int) -> tuple[float, int] | None:
+    """(seconds per step with the slowdown, effective global batch) of `batch` on a placement (GPUs per server) of
+    a type, or None where the profile has no measurement."""
     profile = app.types[gpu_type]
-    placement = packed(gpus, per_node)
+    gpus = sum(placement)
     largest = profile.max_local_bsz(placement)
     if largest <= 0:
         return None
