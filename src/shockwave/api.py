@@ -20,7 +20,7 @@ from shockwave.datasets import locate
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.model import Result
 from shockwave.simulator.engine import Progress
-from shockwave.simulator.mechanics import Mechanics, preset
+from shockwave.simulator.mechanics import Mechanics, default_for, preset
 from shockwave.simulator.run import simulate as simulate_files
 
 
@@ -30,7 +30,7 @@ def simulate(
     cluster: str | int | ClusterSpec = 32,
     *,
     throughputs: str | Path | None = None,
-    mechanics: str | Mechanics = "corrected",
+    mechanics: str | Mechanics | None = None,
     round_seconds: float | None = None,
     config: ShockwaveConfig | str | Path | None = None,
     batch_sizes: str | Path | None = None,
@@ -46,7 +46,8 @@ def simulate(
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
     `cluster` is a `--cluster` string (`"v100:32,k80:16"`), a GPU count of the default type, or a ClusterSpec;
-    `mechanics` a preset name or a Mechanics object, `round_seconds` overriding its round length; `config` holds
+    `mechanics` a preset name or a Mechanics object (default: `corrected`, `sia` for Sia's workloads),
+    `round_seconds` overriding its round length; `config` holds
     Shockwave's hyperparameters (an object or a JSON file); `trace`, `throughputs` and `config` may name bundled
     datasets (`shockwave.datasets`: "canonical-120", "tacc", "tacc-32gpus", ...); `batch_sizes` replays a real
     run's batch-size schedules;
@@ -60,6 +61,8 @@ def simulate(
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
+    if mechanics is None:
+        mechanics = default_for(trace_format)
     mech = preset(mechanics) if isinstance(mechanics, str) else mechanics
     if round_seconds is not None:
         mech = mech.with_round_seconds(round_seconds)

@@ -18,8 +18,10 @@ HEADER = "name,time,application,num_replicas,batch_size"
 
 def test_a_lone_job_starts_pays_its_restart_and_finishes_mid_round(sia_profiles: Path, tmp_path: Path) -> None:
     workload = write_csv(tmp_path / "one.csv", HEADER, ["toy-0,0,toy,2,64"])
-    result = simulate(workload, "sia", "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60)
-    # A new job gets one GPU; 30 s of restart, then 30 progress at 5 a second.
+    result = simulate(
+        workload, "sia", "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60, mechanics="corrected"
+    )
+    # A new job gets one GPU at once; 30 s of restart, then 30 progress at 5 a second.
     assert result.complete and result.jobs[0].jct_s == pytest.approx(36.0)
 
 
@@ -60,10 +62,21 @@ def test_what_an_elastic_job_learns_is_saved_as_data(sia_workload: Path, sia_pro
 
 
 @pytest.mark.parametrize("policy", ["sia", "pollux"])
-def test_a_job_arriving_on_an_idle_cluster_starts_at_once(policy: str, sia_profiles: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mechanics", "jcts"),
+    [
+        ("corrected", [36.0, 36.0]),  # at once: a restart, then 30 progress at 5/s
+        ("sia", [60 + 36.0, 40 + 36.0]),  # Sia's fixed clock: planned at 60 s (the first round's end) and 20,040 s
+    ],
+)
+def test_a_job_arriving_on_an_idle_cluster_waits_only_for_its_clock(
+    policy: str, mechanics: str, jcts: list[float], sia_profiles: Path, tmp_path: Path
+) -> None:
     workload = write_csv(tmp_path / "apart.csv", HEADER, ["toy-0,0,toy,2,64", "toy-1,20000,toy,2,64"])
-    result = simulate(workload, policy, "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60)
-    assert [j.jct_s for j in result.jobs] == pytest.approx([36.0, 36.0])  # a restart, then 30 progress at 5/s
+    result = simulate(
+        workload, policy, "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60, mechanics=mechanics
+    )
+    assert [j.jct_s for j in result.jobs] == pytest.approx(jcts)
 
 
 def test_sia_refuses_a_lambda_that_starts_nothing(sia_workload: Path, sia_profiles: Path) -> None:
@@ -73,3 +86,27 @@ def test_sia_refuses_a_lambda_that_starts_nothing(sia_workload: Path, sia_profil
         simulate(
             sia_workload, "sia", "a:8:4", trace_format="sia", profiles=sia_profiles, policy_params={"lambda_n": 0.9}
         )
+
+
+@pytest.mark.parametrize("mechanics", ["sia", "corrected"])
+def test_a_rigid_gang_split_over_servers_runs_at_its_placements_speed(
+    mechanics: str, sia_profiles: Path, tmp_path: Path
+) -> None:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+
+    workload = write_csv(tmp_path / "two.csv", HEADER, ["toy-0,0,toy,3,64", "toy-1,0,toy,3,64"])
+    result = simulate(
+        workload, "max_sum_throughput_perf", "a:8:4", trace_format="sia", profiles=sia_profiles, mechanics=mechanics
+    )
+    _, _, tm = read_sia_workload(workload, sia_profiles, ClusterSpec.parse("a:8:4"))
+    packed, split = tm.placed("toy", 64, (3,), "a"), tm.placed("toy", 64, (1, 2), "a")
+    assert packed is not None and split is not None and split < packed  # interpolated: two servers sync slower
+    steps = tm.steps("toy", 64)
+    if mechanics == "sia":
+        # first-fit: job 0 on GPUs 0-2, job 1 on GPU 3 and GPUs 4-5; both planned at the first round's end (120 s)
+        expected = [120 + 30 + steps / packed, 120 + 30 + steps / split]
+    else:
+        # a whole server each, planned at once, both at the packed placement's speed
+        expected = [30 + steps / packed] * 2
+    assert [j.jct_s for j in result.jobs] == pytest.approx(expected)

@@ -42,11 +42,12 @@ ThroughputsOpt = Annotated[
 MECHANICS_HELP = (
     "corrected (default: the simulation model new studies use) or reference (reproduces the Shockwave artifact's "
     "published numbers, quirks included: it stops when the cluster is briefly empty, leaving later jobs unrun) or "
-    "gavel (the reference Gavel simulator's behaviour: no restart cost, allocations recomputed at most every 1920 s)."
+    "gavel (the reference Gavel simulator's behaviour: no restart cost, allocations recomputed at most every 1920 s) "
+    "or sia (Sia's simulator: a fixed clock, its port of Gavel's round robin; the default with --trace-format sia)."
 )
 
 
-MechanicsOpt = Annotated[str, typer.Option("--mechanics", help=MECHANICS_HELP)]
+MechanicsOpt = Annotated[str | None, typer.Option("--mechanics", help=MECHANICS_HELP)]
 
 
 ConfigOpt = Annotated[

@@ -156,7 +156,7 @@ def simulate_cmd(
     realloc_seconds: ReallocSecondsOpt = None,
     restart_by_gang: RestartByGangOpt = "",
     switch_by_gang: SwitchByGangOpt = "",
-    mechanics: MechanicsOpt = "corrected",
+    mechanics: MechanicsOpt = None,
     config: ReferenceConfigOpt = None,
     batch_sizes: BatchSizesOpt = None,
     measurements: MeasurementsOpt = None,
@@ -173,8 +173,16 @@ def simulate_cmd(
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate  # looked up here, when it runs (tests replace it)
     from shockwave.core.cluster import ClusterSpec
+    from shockwave.simulator.mechanics import default_for
 
-    mech = _mechanics(mechanics, round_seconds, restart_seconds, realloc_seconds, restart_by_gang, switch_by_gang)
+    mech = _mechanics(
+        mechanics or default_for(trace_format),
+        round_seconds,
+        restart_seconds,
+        realloc_seconds,
+        restart_by_gang,
+        switch_by_gang,
+    )
     spec = ClusterSpec.from_options(gpus, cluster, gpus_per_server)
     if out_dir is not None:
         ensure_writable(out_dir)
@@ -244,7 +252,7 @@ def compare_cmd(
     policies: PoliciesOpt = "published",
     throughputs: ThroughputsOpt = None,
     config: ConfigOpt = None,
-    mechanics: MechanicsOpt = "corrected",
+    mechanics: MechanicsOpt = None,
     round_seconds: RoundSecondsOpt = 120.0,
     gpus_per_server: GpusPerServerOpt = 1,
     parallel: ParallelOpt = None,

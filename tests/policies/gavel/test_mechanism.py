@@ -352,6 +352,7 @@ class TypedAllocator(FixedAllocator):
         self.allocation, self.heterogeneity_aware = allocation, aware
 
     def allocate(self, inputs: AllocationInputs) -> dict[int, dict[str, float]]:
+        self.calls.append(list(inputs.job_ids))
         return {j: x for j, x in self.allocation.items() if j in inputs.job_ids}
 
 
@@ -501,3 +502,54 @@ def test_parse_tolerates_spaces_and_capitals() -> None:
 def test_parse_refuses_bad_strings(text: str) -> None:
     with pytest.raises(InputError):
         ClusterSpec.parse(text)
+
+
+# -- Sia's port of the round robin (round_robin="sia") ---------------------------------------------------------------
+def sia_harness(allocation: dict[int, dict[str, float]], cluster: str) -> Harness:
+    policy = GavelPolicy(TypedAllocator(allocation, aware=True), round_robin="sia")
+    return Harness(policy, cluster=ClusterSpec.parse(cluster))
+
+
+def test_sias_port_offers_every_type_from_one_queue() -> None:
+    allocation = {0: {"v100": 0.4, "k80": 0.6}, 1: {"v100": 0.2, "k80": 0.0}}
+    jobs = [typed_job(0, k80=1.0, v100=4.0), typed_job(1, k80=1.0, v100=4.0)]
+    # Gavel's v100 queue comes first: job 0 (0.4 / 0.5 = 0.8) takes the v100, job 1 the idle k80
+    gavel_h = typed_harness(allocation, "v100:1,k80:1")
+    gavel_h.add(*jobs)
+    assert gavel_h.typed_plan() == [(0, "v100"), (1, "k80")]
+    # one queue: job 0 on k80 (1.2) comes before job 0 on v100 (0.8), so job 1 gets the v100
+    h = sia_harness(allocation, "v100:1,k80:1")
+    h.add(*jobs)
+    assert h.typed_plan() == [(0, "k80"), (1, "v100")]
+
+
+def test_sias_port_keeps_its_time_records_and_credits_whole_rounds() -> None:
+    h = sia_harness({0: {"v100": 0.5}, 1: {"v100": 0.5}}, "v100:1")
+    h.add(typed_job(0, v100=1.0), typed_job(1, v100=1.0))
+    assert h.policy.worker_time["v100"] == 120.0  # each new job adds its 60 s seed to the type's total
+    assert h.typed_plan() == [(0, "v100")]  # a tie on (priority, x): table order
+    h.ran(0, 30.0)  # finished early in the round: credited the whole 120 s round all the same
+    assert h.policy.job_time["v100"] == {0: 180.0, 1: 60.0} and h.policy.worker_time["v100"] == 240.0
+    assert h.typed_plan() == [(1, "v100")]  # recomputed, nothing reset: 0.5 / (60 / 240) beats 0.5 / (180 / 240)
+    assert h.policy.job_time["v100"] == {0: 180.0, 1: 60.0}
+    assert h.policy.allocator.calls == [[0, 1], [0, 1]]  # every round, though no job came or went
+
+
+def test_sias_port_rounds_shares_to_5_decimals_so_near_equal_shares_tie() -> None:
+    allocation = {0: {"v100": 0.333333333}, 1: {"v100": 0.333333334}}
+    jobs = [typed_job(0, v100=1.0), typed_job(1, v100=1.0)]
+    gavel_h = typed_harness(allocation, "v100:1")
+    gavel_h.add(*jobs)
+    assert gavel_h.typed_plan() == [(1, "v100")]  # the larger share, by 1e-9
+    h = sia_harness(allocation, "v100:1")
+    h.add(*jobs)
+    assert h.typed_plan() == [(0, "v100")] and h.policy.allocation[1]["v100"] == 0.33333
+
+
+def test_round_robin_is_a_mechanism_parameter_every_allocator_takes() -> None:
+    from shockwave.policies.registry import policy_info
+
+    policy = policy_info("max_sum_throughput_perf").make({"round_robin": "sia"})
+    assert isinstance(policy, GavelPolicy) and policy.sia
+    with pytest.raises(InputError, match="round_robin must be one of gavel, sia, got 'other'"):
+        policy_info("max_sum_throughput_perf").make({"round_robin": "other"})

@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import PlainSerializer, PlainValidator
 
 from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
 from shockwave.core.kept import KeepsState, Rng
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
@@ -250,7 +251,7 @@ class GavelPolicy(Policy):
         self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, round_robin: str = "gavel"
     ) -> None:
         if round_robin not in ROUND_ROBINS:
-            raise ValueError(f"round_robin must be one of {ROUND_ROBINS}, got {round_robin!r}")
+            raise InputError(f"round_robin must be one of {', '.join(ROUND_ROBINS)}, got {round_robin!r}")
         self.allocator = allocator
         self.name = allocator.name
         self.min_realloc_interval_s = min_realloc_interval_s
