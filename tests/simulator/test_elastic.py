@@ -110,3 +110,22 @@ def test_a_rigid_gang_split_over_servers_runs_at_its_placements_speed(
         # a whole server each, planned at once, both at the packed placement's speed
         expected = [30 + steps / packed] * 2
     assert [j.jct_s for j in result.jobs] == pytest.approx(expected)
+
+
+def test_sias_mechanics_restart_a_rigid_gang_whose_servers_change_shape(sia_workload: Path, sia_profiles: Path) -> None:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.policies.registry import policy_info
+    from shockwave.simulator.engine import Simulator
+    from shockwave.simulator.mechanics import preset
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+
+    cluster = ClusterSpec.parse("a:8:4")
+    jobs, profiles, tm = read_sia_workload(sia_workload, sia_profiles, cluster)
+    for mechanics, restarts in (("sia", True), ("corrected", False)):
+        policy = policy_info("max_sum_throughput_perf").make({})
+        engine = Simulator(jobs, profiles, tm, cluster, policy, preset(mechanics))
+        engine.view.jobs[0] = JobState.admit(0, jobs[0], profiles[0], {"a": 1.0})  # a gang of 2
+        assert not engine._restarts(0, (0, 1), {0: (0, 1)})  # kept
+        assert not engine._restarts(0, (4, 5), {0: (0, 1)})  # the same shape on another server
+        assert engine._restarts(0, (3, 4), {0: (0, 1)}) is restarts  # now one GPU on each of two servers
+        assert engine._restarts(0, (0, 1), {})  # it did not run the round before
