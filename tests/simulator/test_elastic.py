@@ -129,3 +129,14 @@ def test_sias_mechanics_restart_a_rigid_gang_whose_servers_change_shape(sia_work
         assert not engine._restarts(0, (4, 5), {0: (0, 1)})  # the same shape on another server
         assert engine._restarts(0, (3, 4), {0: (0, 1)}) is restarts  # now one GPU on each of two servers
         assert engine._restarts(0, (0, 1), {})  # it did not run the round before
+
+
+@pytest.mark.parametrize("policy", ["sia", "shockwave"])
+def test_an_adaptive_plan_does_not_depend_on_the_order_the_cluster_lists_its_types(
+    policy: str, sia_workload: Path, sia_profiles: Path
+) -> None:
+    runs = [
+        simulate(sia_workload, policy, cluster, trace_format="sia", profiles=sia_profiles, round_seconds=60)
+        for cluster in ("a:8:4,b:8:8", "b:8:8,a:8:4")
+    ]
+    assert [(j.jct_s, j.finish_s) for j in runs[0].jobs] == [(j.jct_s, j.finish_s) for j in runs[1].jobs]

@@ -15,12 +15,12 @@ from shockwave.workload_model.profile import build_profile
 from shockwave.workload_model.sia.rigid import read_sia_workload
 
 
-def test_configurations_are_powers_of_two_in_a_node_then_whole_nodes() -> None:
+def test_configurations_are_powers_of_two_in_a_node_then_whole_nodes_by_type_alphabetically() -> None:
     found = configurations(ClusterSpec.parse("aws:24:4,rtx:24:8,dgx-ext:16:8"))
     assert [(c.gpu_type, c.gpus) for c in found] == [
         *[("aws", g) for g in (1, 2, 4, 8, 12, 16, 20, 24)],
-        *[("rtx", g) for g in (1, 2, 4, 8, 16, 24)],
         *[("dgx-ext", g) for g in (1, 2, 4, 8, 16)],
+        *[("rtx", g) for g in (1, 2, 4, 8, 16, 24)],
     ]
     assert len(configurations(ClusterSpec.parse("aws:64:4"))) == 3 + 15
     assert [c.gpus for c in configurations(ClusterSpec.parse("x:12:6"))] == [1, 2, 4, 6, 12]

@@ -29,9 +29,13 @@ class Config:
 
 
 def configurations(cluster: ClusterSpec) -> list[Config]:
-    """Per type in the cluster's order: 1, 2, 4, ... GPUs up to a node, then 2, 3, ... whole nodes."""
+    """Per type in alphabetical order: 1, 2, 4, ... GPUs up to a node, then 2, 3, ... whole nodes.
+
+    Types go in one order whatever order `--cluster` lists them in, so a plan does not depend on how the cluster was
+    written (among equally good plans a solver takes one by column order); alphabetical is also the order of Sia's
+    own cluster (aws, dgx-ext, rtx), whose solver then meets the same ties in the same order."""
     found = []
-    for pool in cluster.pools:
+    for pool in sorted(cluster.pools, key=lambda pool: pool.gpu_type):
         per_node, nodes = pool.gpus_per_server, pool.gpus // pool.gpus_per_server
         within = [1 << k for k in range(per_node.bit_length()) if 1 << k <= per_node]
         if per_node not in within:
@@ -94,10 +98,10 @@ def estimated_goodputs(
     cannot run), and the types it knows nothing of.
 
     On a type it has run on: the model's estimate, its batch at most the one it asked for. On another: with
-    `project`, the estimate on the first type it ran on, scaled by the two types' one-GPU throughputs; else (or
-    before it ran anywhere) the type is unknown."""
+    `project`, the estimate on the first type (alphabetically, as `configurations` orders them) it ran on, scaled by
+    the two types' one-GPU throughputs; else (or before it ran anywhere) the type is unknown."""
     name, bound = job.family.name, knowledge.replica_bound(job, model, types)
-    seen = [t for t in types if t in knowledge.most]
+    seen = [t for t in sorted(types) if t in knowledge.most]
     row = np.zeros(len(configs))
     unknown = set()
     for i, config in enumerate(configs):
@@ -126,7 +130,7 @@ def estimated_goodputs(
 def rigid_options(job: JobState, types: tuple[str, ...]) -> list[tuple[Config, float]]:
     """A rigid job's options (a trace's job, at its gang and batch): its gang on each type it runs on, worth its
     rate there (the slowest type's worth its gang size, as an elastic job's worst configuration is worth 1)."""
-    rates = {t: job.rate(t) for t in types if job.rate(t) > 0}
+    rates = {t: job.rate(t) for t in sorted(types) if job.rate(t) > 0}
     if not rates:
         return []
     slowest = min(rates.values())

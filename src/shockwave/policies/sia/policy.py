@@ -55,7 +55,7 @@ class SiaPolicy(Policy):
         for job in view.jobs.values():
             options += self._options(view, job)
         pinned = {j: Config(*config) for j, config in self.allocations.restoring(view.now).items()}
-        capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
+        capacities = {t: view.cluster.pool(t).gpus for t in sorted(view.cluster.types)}
         chosen = choose(options, capacities, p=self.p, lambda_n=self.lambda_n, pinned=pinned)
         self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()})
         return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
