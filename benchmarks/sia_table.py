@@ -1,14 +1,15 @@
-"""Sia's Table 3/4-style comparison, rebuilt with every policy in one command and no commercial solver:
-`python benchmarks/sia_table.py --artifact DIR` (or `make sia-table SIA_ARTIFACT=DIR`), DIR the `sia-simulator/`
-folder of a copy of `siasosp23/artifacts` (its workloads and profiles have no licence and do not ship here).
+"""Sia's Table 3/4-style comparison, rebuilt with every policy in one command and no commercial solver: `python
+benchmarks/sia_table.py --artifact DIR` (or `make sia-table SIA_ARTIFACT=DIR`), DIR the `sia-simulator/` folder of a
+copy of `siasosp23/artifacts` (its workloads and profiles have no licence and do not ship here).
 
-Each workload runs through `shockwave compare --trace-format sia` (Sia, Pollux and Shockwave with goodput-adaptive
-jobs at 60 s rounds, the others with the rigid jobs the workload lines ask for at 360 s, as Sia ran them), corrected
-mechanics, on Sia's heterogeneous cluster (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The
-table averages each policy over the workloads: average and p99 JCT, makespan (last finish less first arrival), the worst
-finish-time fairness ratio (rho: JCT over the job's time alone on an equal share of the cluster, at the GPUs and
-batch its line asks for) and the share of jobs with rho > 1.05. `--write` puts it into docs/reproducing.md between its
-markers; `--figure` draws the CDF of every job's rho per setting and policy.
+Each workload runs through `shockwave compare --trace-format sia` (Sia, Pollux and Shockwave with goodput-adaptive jobs
+at 60 s rounds, the others with the rigid jobs the workload lines ask for at 360 s, as Sia ran them), with Sia's
+simulator's mechanics (`--mechanics sia`, the default for its workloads), on Sia's heterogeneous cluster
+(`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The table averages each policy over the
+workloads: average and p99 JCT, makespan (last finish less first arrival), the worst finish-time fairness ratio (rho:
+JCT over the job's time alone on an equal share of the cluster, at the GPUs and batch its line asks for) and the share
+of jobs with rho > 1.05. `--write` puts it into docs/reproducing.md between its markers; `--figure` draws the CDF of
+every job's rho per setting and policy.
 """
 
 from __future__ import annotations

@@ -140,3 +140,42 @@ def test_an_adaptive_plan_does_not_depend_on_the_order_the_cluster_lists_its_typ
         for cluster in ("a:8:4,b:8:8", "b:8:8,a:8:4")
     ]
     assert [(j.jct_s, j.finish_s) for j in runs[0].jobs] == [(j.jct_s, j.finish_s) for j in runs[1].jobs]
+
+
+def test_sias_workloads_get_sias_mechanics_unless_another_is_named(sia_workload: Path, sia_profiles: Path) -> None:
+    from shockwave.core.errors import InputError
+    from shockwave.simulator.mechanics import Mechanics
+
+    run = simulate(sia_workload, "fifo_perf", "a:8:4", trace_format="sia", profiles=sia_profiles)
+    assert run.mechanics == "sia"
+    named = simulate(sia_workload, "fifo_perf", "a:8:4", trace_format="sia", profiles=sia_profiles, mechanics="gavel")
+    assert named.mechanics == "gavel"
+    with pytest.raises(InputError, match="gavel_round_robin must be one of gavel, sia, got 'x'"):
+        Mechanics(name="mine", gavel_round_robin="x")
+
+
+def test_every_policy_on_gavels_mechanism_takes_sias_round_robin() -> None:
+    from shockwave.policies.gavel.mechanism import GavelPolicy
+    from shockwave.policies.registry import POLICIES
+
+    for name, info in POLICIES.items():
+        if any(p.name == "round_robin" for p in info.params):
+            policy = info.offered(round_robin="sia", min_realloc_interval_s=1000.0)
+            assert isinstance(policy, GavelPolicy) and policy.sia, name
+    assert {"fifo", "fifo_perf", "fifo_packed", "max_sum_throughput_perf"} <= {
+        name for name, info in POLICIES.items() if any(p.name == "round_robin" for p in info.params)
+    }
+
+
+def test_on_sias_clock_an_arrival_on_a_round_boundary_is_planned_then(sia_profiles: Path, tmp_path: Path) -> None:
+    workload = write_csv(tmp_path / "edge.csv", HEADER, ["toy-0,0,toy,2,64", "toy-1,60,toy,2,64"])
+    result = simulate(workload, "sia", "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60)
+    # job 0 is planned at 60 s (the first round's end) and job 1, arriving then, in the same decision
+    assert [j.jct_s for j in result.jobs] == pytest.approx([60 + 36.0, 36.0])
+
+
+def test_sias_fixed_clock_refuses_a_replay(tmp_path: Path) -> None:
+    from shockwave.core.errors import InputError
+
+    with pytest.raises(InputError, match="--mechanics sia keeps a fixed clock of whole rounds"):
+        simulate("canonical-120", "fifo", 32, mechanics="sia", batch_sizes=tmp_path / "batch_sizes.json")

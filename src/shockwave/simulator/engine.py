@@ -433,7 +433,7 @@ class Simulator:
             return False
         if job.spec.elastic:
             return self._shape(before) != self._shape(gpus)
-        return self.mechanics.placed_speed and self._per_server(before) != self._per_server(gpus)
+        return self.timed is not None and self._per_server(before) != self._per_server(gpus)
 
     def _per_server(self, gpus: tuple[int, ...]) -> tuple[int, ...]:
         """A gang's GPUs on each server it spans, by server (the profile reads a placement in any rotation)."""

@@ -68,10 +68,12 @@ class Mechanics:
     sooner; an arrival waits for the next multiple (Sia's simulator steps a fixed clock, deciding every round)."""
     placed_speed: bool = False
     """A rigid job whose throughput model times placements runs at the speed of the GPUs it was given (a gang split
-    over more servers synchronises slower) and restarts when its GPUs per server change (Sia's simulator)."""
+    over more servers synchronises slower) and restarts when its GPUs per server change (Sia's simulator); other
+    jobs are unaffected."""
     gavel_round_robin: str = "gavel"
     """How Gavel's mechanism turns time fractions into rounds: "gavel", its own (GAVEL_SPEC §4.3), or "sia", the
-    port in Sia's artifact (`shockwave.policies.gavel.mechanism`)."""
+    port in Sia's artifact (`shockwave.policies.gavel.mechanism`), which recomputes its allocation every round, so
+    min_realloc_interval_s does not apply to it."""
     realloc_when_cluster_empty: bool = False
     """When the last active job leaves, a recompute that is due happens at once, over no jobs, and the next one waits
     `min_realloc_interval_s` from there: the reference Gavel simulator runs its scheduling step even with no job

@@ -56,6 +56,10 @@ def simulate(
     the project's or Gavel's trace format, told apart by their columns. `measurements` (a real run's
     DIR/measurements.json) replays it as measured (`shockwave.workload_model.measurements`).
     """
+    if mechanics.round_grid and batch_sizes is not None:
+        raise InputError(
+            f"--mechanics {mechanics.name} keeps a fixed clock of whole rounds; a replay lasts its rounds as run"
+        )
     if measurements is not None and batch_sizes is None:
         raise InputError("--measurements replays a real run: give its --batch-sizes too", path=measurements)
     info = policy_info(policy)

@@ -551,5 +551,5 @@ def test_round_robin_is_a_mechanism_parameter_every_allocator_takes() -> None:
 
     policy = policy_info("max_sum_throughput_perf").make({"round_robin": "sia"})
     assert isinstance(policy, GavelPolicy) and policy.sia
-    with pytest.raises(InputError, match="round_robin must be one of gavel, sia, got 'other'"):
+    with pytest.raises(InputError, match="parameter round_robin must be one of gavel, sia, got 'other'"):
         policy_info("max_sum_throughput_perf").make({"round_robin": "other"})

@@ -157,10 +157,18 @@ class FifoPolicy(GavelPolicy):
     """First come, first served, strictly in order: a job outside the allocation never takes GPUs, even idle ones."""
 
     def __init__(
-        self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, reference_quirks: bool = False
+        self,
+        *,
+        min_realloc_interval_s: float = 1000.0,
+        seed: int = 0,
+        reference_quirks: bool = False,
+        round_robin: str = "gavel",
     ) -> None:
         super().__init__(
-            Fifo(seed, reference_quirks=reference_quirks), min_realloc_interval_s=min_realloc_interval_s, seed=seed
+            Fifo(seed, reference_quirks=reference_quirks),
+            min_realloc_interval_s=min_realloc_interval_s,
+            seed=seed,
+            round_robin=round_robin,
         )
 
     def may_run(self, priority: float) -> bool:
@@ -170,12 +178,16 @@ class FifoPolicy(GavelPolicy):
 class FifoPerfPolicy(FifoPolicy):
     """First come, first served, each job on its fastest type."""
 
-    def __init__(self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
-        GavelPolicy.__init__(self, FifoPerf(), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+    def __init__(self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, round_robin: str = "gavel") -> None:
+        GavelPolicy.__init__(
+            self, FifoPerf(), min_realloc_interval_s=min_realloc_interval_s, seed=seed, round_robin=round_robin
+        )
 
 
 class FifoPackedPolicy(FifoPolicy):
     """fifo_perf, then queued jobs share GPUs with running ones where the pair gains."""
 
-    def __init__(self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0) -> None:
-        GavelPolicy.__init__(self, FifoPacked(), min_realloc_interval_s=min_realloc_interval_s, seed=seed)
+    def __init__(self, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, round_robin: str = "gavel") -> None:
+        GavelPolicy.__init__(
+            self, FifoPacked(), min_realloc_interval_s=min_realloc_interval_s, seed=seed, round_robin=round_robin
+        )

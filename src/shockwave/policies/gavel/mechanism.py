@@ -251,7 +251,8 @@ class GavelPolicy(Policy):
         self, allocator: Allocator, *, min_realloc_interval_s: float = 1000.0, seed: int = 0, round_robin: str = "gavel"
     ) -> None:
         if round_robin not in ROUND_ROBINS:
-            raise InputError(f"round_robin must be one of {', '.join(ROUND_ROBINS)}, got {round_robin!r}")
+            choices = ", ".join(ROUND_ROBINS)
+            raise InputError(f"Gavel's mechanism: parameter round_robin must be one of {choices}, got {round_robin!r}")
         self.allocator = allocator
         self.name = allocator.name
         self.min_realloc_interval_s = min_realloc_interval_s
@@ -469,6 +470,8 @@ class GavelPolicy(Policy):
             priorities, shares = np.concatenate(queues), np.concatenate([self._shares[t] for t in types])
             n = len(table.entries)
             for k in np.lexsort((-shares, -priorities)).tolist():
+                if not any(free.values()):
+                    return
                 yield types[k // n], k % n, float(priorities[k])
             return
         order = type_order(view.cluster)
