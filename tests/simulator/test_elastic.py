@@ -179,3 +179,25 @@ def test_sias_fixed_clock_refuses_a_replay(tmp_path: Path) -> None:
 
     with pytest.raises(InputError, match="--mechanics sia keeps a fixed clock of whole rounds"):
         simulate("canonical-120", "fifo", 32, mechanics="sia", batch_sizes=tmp_path / "batch_sizes.json")
+
+
+@pytest.mark.parametrize(("policy", "job_1_per_server"), [("max_sum_throughput_perf", (1, 2)), ("pollux", (3,))])
+def test_sias_first_fit_scan_places_gavels_gangs_and_sia_and_pollux_place_theirs_whole(
+    policy: str, job_1_per_server: tuple[int, ...], sia_profiles: Path, tmp_path: Path
+) -> None:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.core.plan import Assignment, RoundPlan
+    from shockwave.policies.registry import policy_info
+    from shockwave.simulator.engine import Simulator
+    from shockwave.simulator.mechanics import preset
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+
+    workload = write_csv(tmp_path / "two.csv", HEADER, ["toy-0,0,toy,3,64", "toy-1,0,toy,3,64"])
+    cluster = ClusterSpec.parse("a:8:4")
+    jobs, profiles, tm = read_sia_workload(workload, sia_profiles, cluster)
+    engine = Simulator(jobs, profiles, tm, cluster, policy_info(policy).make({}), preset("sia"))
+    for i in (0, 1):
+        engine.view.jobs[i] = JobState.admit(i, jobs[i], profiles[i], {"a": tm.throughput("toy", 64, 3, "a")})
+    engine.launch(engine.loop, RoundPlan((Assignment((0,), "a", 3), Assignment((1,), "a", 3))))
+    assert engine._per_server(engine.placements[-1][0]) == (3,)
+    assert engine._per_server(engine.placements[-1][1]) == job_1_per_server

@@ -73,6 +73,9 @@ class Policy(KeepsState):
     plans_gpu_types = False
     """True for a policy that plans onto every GPU type of the cluster; the others schedule the cluster's default
     type only, and the loop refuses them a cluster of several types rather than leave GPUs idle unseen."""
+    places_gangs_whole = False
+    """True for a policy whose reference lays each gang on as few servers as it can (a placement of its own, as
+    Sia's and Pollux's do): a simulation places its gangs so whatever the mechanics' own placement."""
 
     def plan(self, view: SchedulerView) -> RoundPlan:
         """The next round, most deserving first; `validate_plan` holds every driver to it."""

@@ -305,7 +305,8 @@ class Simulator:
 
     def launch(self, loop: SchedulingLoop, plan: RoundPlan) -> RoundPlan:
         previous = self.placements[-1] if self.placements else {}
-        placement = place(plan, previous, self.cluster, consolidate=self.mechanics.consolidate_gangs)
+        consolidate = self.mechanics.consolidate_gangs or self.policy.places_gangs_whole
+        placement = place(plan, previous, self.cluster, consolidate=consolidate)
         self.placements.append(placement)
         self.running = []
         for assignment in plan.assignments:

@@ -33,6 +33,7 @@ RESTART_PENALTY_S = 30.0
 class PolluxPolicy(Policy):
     name = "pollux"
     plans_gpu_types = True
+    places_gangs_whole = True
     adapts_jobs = True
     kept = ("allocations",)
     allocations: Allocations

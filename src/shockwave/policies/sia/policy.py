@@ -31,6 +31,7 @@ ASSUMED_RESTART_S = {"bert": 120.0, "cifar10": 30.0, "deepspeech2": 25.0, "image
 class SiaPolicy(Policy):
     name = "sia"
     plans_gpu_types = True
+    places_gangs_whole = True
     adapts_jobs = True
     kept = ("allocations",)
     allocations: Allocations
