@@ -7,8 +7,9 @@ use: it keeps running when the cluster is briefly empty (§9 item 11), converts 
 switch instead of rounding a partial epoch up (item 9), uses the profile's Accordion rule at run time (item 8), and
 never force-completes a job that runs long (item 12). `sia` is the Sia artifact's simulator (benchmarks/sia_spec.md
 §3, §7): `corrected` on a fixed clock of whole rounds, gangs placed by its first-fit scan (but those of policies that
-place gangs whole, `Policy.places_gangs_whole`) and run at the speed of their real placement, and Gavel's policies on its port of Gavel's round robin. Sia's workloads
-(`--trace-format sia`) are simulated with it unless another preset is named.
+place gangs whole, `Policy.places_gangs_whole`) and run at the speed of their real placement, and Gavel's policies on
+its port of Gavel's round robin. Sia's workloads (`--trace-format sia`) are simulated with it unless another preset is
+named.
 
 `Mechanics` is a frozen pydantic dataclass: every parameter is checked for its type whenever one is built, also by
 `dataclasses.replace`, so a preset changed by a flag cannot carry a string where the simulator does arithmetic.
