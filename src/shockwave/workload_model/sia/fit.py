@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
+from threadpoolctl import ThreadpoolController
 
 from shockwave.workload_model.goodput import Measurement
 
@@ -123,6 +124,13 @@ def _rmse(errors: Sequence[float]) -> float:
     return math.sqrt(math.fsum(e * e for e in errors) / len(errors))
 
 
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """The BLAS libraries loaded, found once. The search's vectors have 7 entries: on a busy machine, waking BLAS
+    threads for each of its steps cost ten times the search itself (156 against 18 CPU-s for one workload)."""
+    return ThreadpoolController()
+
+
 @functools.lru_cache(maxsize=65536)
 def fit(data: tuple[Measurement, ...]) -> StepModel:
     """The step model that best explains `data` (sorted, so the same measurements give the same fit)."""
@@ -144,15 +152,16 @@ def fit(data: tuple[Measurement, ...]) -> StepModel:
     if not any(replicas > 2 for _, replicas, *_ in data):
         hold(3, FLOOR)
         hold(5, FLOOR)
-    found = minimize(
-        _loss_and_gradient,
-        np.array(start),
-        args=(data,),
-        jac=True,
-        method="L-BFGS-B",
-        bounds=Bounds(lower, upper),
-        tol=TOLERANCE,
-    )
+    with _blas().limit(limits=1, user_api="blas"):
+        found = minimize(
+            _loss_and_gradient,
+            np.array(start),
+            args=(data,),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=Bounds(lower, upper),
+            tol=TOLERANCE,
+        )
     # Rounded to 10 significant digits: the search's BLAS kernels (chosen per CPU) may differ in the last bits.
     x = [float(f"{v:.10g}") for v in found.x]
     if not any(nodes > 1 for nodes, *_ in data):

@@ -74,8 +74,18 @@ class TypeProfile:
     def step(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float] | None:
         """(seconds per step, of which synchronisation) at `placement` and per-GPU batch `local_bsz`: interpolated
         along the batch among the placement's own rows, else over (nodes, replicas, batch) among every row; None
-        outside what was measured."""
-        own = self.placements.get(canonical(placement))
+        outside what was measured. Worked out once per placement and batch (jobs ask again every round)."""
+        key = (canonical(placement), local_bsz)
+        if key not in self._steps:
+            self._steps[key] = self._interpolated(*key)
+        return self._steps[key]
+
+    @functools.cached_property
+    def _steps(self) -> dict[tuple[tuple[int, ...], float], tuple[float, float] | None]:
+        return {}
+
+    def _interpolated(self, placement: tuple[int, ...], local_bsz: float) -> tuple[float, float] | None:
+        own = self.placements.get(placement)
         if own is not None:
             sizes = [r.local_bsz for r in own]
             if not sizes[0] <= local_bsz <= sizes[-1]:
