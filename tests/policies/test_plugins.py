@@ -317,7 +317,7 @@ def test_a_changed_file_is_loaded_again(tmp_path: Path) -> None:
 
 # -- declared parameters -------------------------------------------------------------------------------------------
 def test_every_built_in_policy_takes_its_constructor_s_parameters() -> None:
-    base = {"min_realloc_interval_s", "seed"}
+    base = {"min_realloc_interval_s", "seed", "round_robin"}
     quirks = ("fifo", "finish_time_fairness", "finish_time_fairness_perf", "finish_time_fairness_packed")
     costly = (
         "max_sum_throughput_normalized_by_cost_perf",

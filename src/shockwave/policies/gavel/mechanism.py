@@ -46,6 +46,7 @@ PairRates = dict[str, tuple[float, float]]
 TYPE_ORDER = ("v100", "p100", "k80")
 """The reference's order of per-type queues; other types follow, alphabetically."""
 ROUND_ROBINS = ("gavel", "sia")
+"""How the mechanism can turn time fractions into rounds: Gavel's own, or the port in Sia's artifact."""
 SIA_DECIMALS = 5
 """Sia's port rounds each allocation to this many decimals, which makes equal shares tie exactly."""
 REFERENCE_TYPE = "v100"
