@@ -20,7 +20,7 @@ from shockwave.datasets import locate
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.results.model import Result
 from shockwave.simulator.engine import Progress
-from shockwave.simulator.mechanics import Mechanics, default_for, preset
+from shockwave.simulator.mechanics import Mechanics, preset
 from shockwave.simulator.run import simulate as simulate_files
 
 
@@ -61,9 +61,7 @@ def simulate(
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
-    if mechanics is None:
-        mechanics = default_for(trace_format)
-    mech = preset(mechanics) if isinstance(mechanics, str) else mechanics
+    mech = mechanics if isinstance(mechanics, Mechanics) else preset(mechanics, trace_format)
     if round_seconds is not None:
         mech = mech.with_round_seconds(round_seconds)
     summary, _ = simulate_files(

@@ -173,10 +173,10 @@ def simulate_cmd(
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate  # looked up here, when it runs (tests replace it)
     from shockwave.core.cluster import ClusterSpec
-    from shockwave.simulator.mechanics import default_for
 
     mech = _mechanics(
-        mechanics or default_for(trace_format),
+        mechanics,
+        trace_format,
         round_seconds,
         restart_seconds,
         realloc_seconds,
@@ -210,21 +210,22 @@ def simulate_cmd(
 
 
 def _mechanics(
-    name: str,
+    name: str | None,
+    trace_format: str,
     round_seconds: float,
     restart_seconds: float | None,
     realloc_seconds: float | None,
     restart_by_gang: str,
     switch_by_gang: str,
 ) -> Mechanics:
-    """The named preset with what the flags change: the round, and the costs of restarts, switches and
-    reallocations (the preset's own where a flag is not given)."""
+    """The named preset (None: the trace format's own) with what the flags change: the round, and the costs of
+    restarts, switches and reallocations (the preset's own where a flag is not given)."""
     from shockwave.simulator.mechanics import preset
 
     by_gang = parse_gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
     switch_costs = parse_gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
     return (
-        preset(name)
+        preset(name, trace_format)
         .with_round_seconds(round_seconds)
         .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
     )

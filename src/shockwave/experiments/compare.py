@@ -42,7 +42,7 @@ class CompareRequest:
     throughputs: Path | None = None
     config: Path | None = None
     mechanics: str | None = None
-    """A preset's name (None: the trace format's own, `default_for`)."""
+    """A preset's name (None: the trace format's own, `preset`)."""
     round_seconds: float = 120.0
     gpus_per_server: int = 1
     cluster: str | None = None
@@ -55,7 +55,7 @@ class CompareRequest:
 def build_cells(request: CompareRequest) -> list[Cell]:
     """One cell per policy, after checking the trace, throughputs, config and names (InputError on any problem)."""
     from shockwave.policies.shockwave.config import ShockwaveConfig
-    from shockwave.simulator.mechanics import default_for, preset
+    from shockwave.simulator.mechanics import preset
     from shockwave.simulator.run import TRACE_FORMATS
     from shockwave.workload_model.profile import load_workload
     from shockwave.workload_model.summary import makespan_lower_bound
@@ -65,7 +65,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     policies = canonical_names(request.policies)
     if not policies:
         raise InputError("--policies names no policy")
-    mechanics = preset(request.mechanics or default_for(request.trace_format)).with_round_seconds(request.round_seconds)
+    mechanics = preset(request.mechanics, request.trace_format).with_round_seconds(request.round_seconds)
     cluster = ClusterSpec.from_options(request.gpus, request.cluster, request.gpus_per_server)
     if request.trace_format not in TRACE_FORMATS:
         raise InputError(f"unknown trace format {request.trace_format!r}; choose {' or '.join(TRACE_FORMATS)}")

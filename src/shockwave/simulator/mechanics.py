@@ -182,13 +182,12 @@ PRESETS["sia"] = replace(
 )
 
 
-def preset(name: str) -> Mechanics:
+def preset(name: str | None, trace_format: str = "auto") -> Mechanics:
+    """The named preset; None: the one the trace format is simulated with unless another is named (Sia's workloads
+    with Sia's simulator, every other trace with `corrected`)."""
+    if name is None:
+        name = "sia" if trace_format == "sia" else "corrected"
     try:
         return PRESETS[name]
     except KeyError:
         raise InputError(f"unknown mechanics {name!r}; choose one of {', '.join(PRESETS)}") from None
-
-
-def default_for(trace_format: str) -> str:
-    """The preset a trace format is simulated with unless one is named: Sia's workloads with Sia's simulator."""
-    return "sia" if trace_format == "sia" else "corrected"

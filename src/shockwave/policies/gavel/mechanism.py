@@ -373,16 +373,8 @@ class GavelPolicy(Policy):
     def _reallocate(self, view: SchedulerView, pairs: dict[tuple[int, int], PairRates]) -> None:
         """Settle what each entry was owed under the old allocation, then ask the allocator again (Sia's port keeps
         its time records and rounds the answer)."""
-        elapsed, reseed = view.now - self.last_realloc_s, self._reseed(view)
-        for gpu_type in [] if self.sia else self._types(view):
-            times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
-            for entry, time in times.items():
-                should = self.allocation[entry].get(gpu_type, 0.0) * elapsed if entry in self.allocation else 0
-                deficits[entry] += should - (time - reseed)
-            self.worker_time[gpu_type] = 0.0
-            for entry in times:
-                times[entry] = reseed
-                self.worker_time[gpu_type] += reseed
+        if not self.sia:
+            self._settle(view)
         self.last_realloc_s = view.now
         if view.jobs:
             self.allocation = self.allocator.allocate(AllocationInputs.from_view(view, pairs))
@@ -398,27 +390,49 @@ class GavelPolicy(Policy):
         self._changed()
         self.needs_realloc = False
 
+    def _settle(self, view: SchedulerView) -> None:
+        """Add what each entry was owed since the last recompute to its deficit, and restart every time record."""
+        elapsed, reseed = view.now - self.last_realloc_s, self._reseed(view)
+        for gpu_type in self._types(view):
+            times, deficits = self.job_time[gpu_type], self.deficits[gpu_type]
+            for entry, time in times.items():
+                should = self.allocation[entry].get(gpu_type, 0.0) * elapsed if entry in self.allocation else 0
+                deficits[entry] += should - (time - reseed)
+            self.worker_time[gpu_type] = 0.0
+            for entry in times:
+                times[entry] = reseed
+                self.worker_time[gpu_type] += reseed
+
     def priorities(self, view: SchedulerView, gpu_type: str) -> dict[Entry, float]:
         """Each entry's priority on the type now: x / (its share of the type's executed time), x * 1e9 before it
         has any, 0 where it has no share or cannot run there."""
         table = self._table(view)
-        return dict(zip(table.entries, self._queue(table, gpu_type)[1].tolist(), strict=True))
+        return dict(zip(table.entries, self._priorities(table, gpu_type).tolist(), strict=True))
 
-    def _queue(self, table: _Table, gpu_type: str) -> tuple[np.ndarray, np.ndarray]:
-        """The type's entry positions by (priority, deficit, x), highest first, ties in table order (a stable
-        sort); and every entry's priority (see `priorities`)."""
-        n = len(table.entries)
+    def _shares_on(self, table: _Table, gpu_type: str) -> np.ndarray:
+        """Each entry's allocated share of the type, in table order (kept until the next change)."""
         if gpu_type not in self._shares:
             self._shares[gpu_type] = np.array([self.allocation.get(e, {}).get(gpu_type, 0.0) for e in table.entries])
-        shares = self._shares[gpu_type]
+        return self._shares[gpu_type]
+
+    def _priorities(self, table: _Table, gpu_type: str) -> np.ndarray:
+        """Every entry's priority on the type (see `priorities`)."""
+        n = len(table.entries)
+        shares = self._shares_on(table, gpu_type)
         times = np.fromiter(self.job_time[gpu_type].values(), float, n)
-        deficits = np.fromiter(self.deficits[gpu_type].values(), float, n)
         worker_time = self.worker_time[gpu_type]
         fractions = times / worker_time if worker_time else np.zeros(n)
         with np.errstate(divide="ignore", invalid="ignore"):
             priorities = np.where(fractions > 0, shares / fractions, shares * 1e9)
         priorities[(shares == 0) | (table.rates[gpu_type] <= 0)] = 0.0
-        return np.lexsort((-shares, -deficits, -priorities)), priorities
+        return priorities
+
+    def _queue(self, table: _Table, gpu_type: str) -> tuple[np.ndarray, np.ndarray]:
+        """The type's entry positions by (priority, deficit, x), highest first, ties in table order (a stable
+        sort); and every entry's priority."""
+        priorities = self._priorities(table, gpu_type)
+        deficits = np.fromiter(self.deficits[gpu_type].values(), float, len(table.entries))
+        return np.lexsort((-self._shares_on(table, gpu_type), -deficits, -priorities)), priorities
 
     def _realloc_due(self, view: SchedulerView) -> bool:
         if self.sia:
@@ -467,8 +481,8 @@ class GavelPolicy(Policy):
         (Sia's port)."""
         if self.sia:
             types = sorted(view.cluster.types)
-            queues = [self._queue(table, t)[1] for t in types]
-            priorities, shares = np.concatenate(queues), np.concatenate([self._shares[t] for t in types])
+            priorities = np.concatenate([self._priorities(table, t) for t in types])
+            shares = np.concatenate([self._shares_on(table, t) for t in types])
             n = len(table.entries)
             for k in np.lexsort((-shares, -priorities)).tolist():
                 if not any(free.values()):

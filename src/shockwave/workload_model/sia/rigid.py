@@ -37,7 +37,6 @@ class SiaThroughputs:
     applications: dict[str, Application]
     gpus_per_node: dict[str, int]
     name: str = "sia profiles"
-    _known: dict[tuple[str, int, int, str], float] = field(default_factory=dict, repr=False)
     _steps: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
     _placed: dict[tuple[str, int, tuple[int, ...], str], float | None] = field(default_factory=dict, repr=False)
 
@@ -52,18 +51,13 @@ class SiaThroughputs:
         return tuple(t for t in self.gpus_per_node if t in common)
 
     def throughput(self, model: str, batch_size: int, gpus: int, gpu_type: str = "") -> float:
-        key = (model, batch_size, gpus, gpu_type)
-        if key not in self._known:
-            self._known[key] = self._rate(model, batch_size, gpus, gpu_type)
-        return self._known[key]
-
-    def _rate(self, model: str, batch: int, gpus: int, gpu_type: str) -> float:
+        """Steps per second of the gang on the packed placement (whole nodes, then the rest; cached by `placed`)."""
         app = self.applications.get(model)
         if app is None or gpu_type not in app.types or gpu_type not in self.gpus_per_node:
             raise UnknownThroughput(f"no Sia profile for {model} on {gpu_type!r}")
-        rate = self.placed(model, batch, packed(gpus, self.gpus_per_node[gpu_type]), gpu_type)
+        rate = self.placed(model, batch_size, packed(gpus, self.gpus_per_node[gpu_type]), gpu_type)
         if rate is None:
-            raise UnknownThroughput(f"{model} at batch {batch} on {gpus} {gpu_type} GPUs is outside its profile")
+            raise UnknownThroughput(f"{model} at batch {batch_size} on {gpus} {gpu_type} GPUs is outside its profile")
         return rate
 
     def placed(self, model: str, batch_size: int, per_server: tuple[int, ...], gpu_type: str) -> float | None:
