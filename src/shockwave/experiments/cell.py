@@ -21,7 +21,7 @@ from shockwave.core.cluster import ClusterSpec
 from shockwave.results.model import Result
 from shockwave.results.provenance import library_versions
 
-KEY_FORMAT = 5
+KEY_FORMAT = 6
 """Bumped when what a cell's result holds changes, so older cells are computed again."""
 DIGEST_LENGTH = 16
 TIMING_FIELDS = ("wall_seconds",)

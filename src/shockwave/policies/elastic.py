@@ -5,6 +5,7 @@ and Shockwave keep such a job where it is)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shockwave.core.kept import KeepsState
@@ -36,12 +37,24 @@ class Allocations(KeepsState):
             self.restoring_until[j] = view.now + restart_seconds(view.jobs[j])
         self.current = dict(chosen)
 
-    def restoring(self, now: float) -> dict[int, tuple[str, int]]:
-        """The configuration of each running job still restoring its checkpoint."""
-        return {j: self.current[j] for j, until in self.restoring_until.items() if until > now and j in self.current}
+    def restoring(self, now: float, then_train_s: Mapping[int, float] | None = None) -> dict[int, tuple[str, int]]:
+        """The configuration of each running job still restoring its checkpoint, or, given `then_train_s`, that has
+        not yet trained that many seconds since (a job that moves again so soon wastes the restart it just paid)."""
+        after = then_train_s or {}
+        return {
+            j: self.current[j]
+            for j, until in self.restoring_until.items()
+            if j in self.current and until + after.get(j, 0.0) > now
+        }
 
     def restarts_of(self, job: JobState) -> int:
         return self.restarts.get(job.id, 0)
+
+    def move_factor(self, job: JobState, now: float, penalty_s: float) -> float:
+        """Share of its life a running job keeps if it moves once more (`restart_factor`), 1 while it is younger
+        than one penalty (Sia's rule)."""
+        age = now - job.arrival_s
+        return 1.0 if age < penalty_s else restart_factor(age, self.restarts_of(job), penalty_s)
 
     def added(self) -> None:
         self.jobs_seen += 1

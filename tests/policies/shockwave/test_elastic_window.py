@@ -24,7 +24,11 @@ GPUS = np.array([1, 2, 4, 1, 4])
 
 
 def _window(
-    speeds: np.ndarray, current: list[int], pinned: list[bool], remaining_rounds: float = 50.0
+    speeds: np.ndarray,
+    current: list[int],
+    pinned: list[bool],
+    remaining_rounds: float = 50.0,
+    move_factor: float = 1.0,
 ) -> ElasticWindow:
     n = len(speeds)
     remaining = np.full(n, remaining_rounds * 60.0)
@@ -51,7 +55,10 @@ def _window(
         remaining_s=remaining,
         after_current_s=remaining,
     )
-    return ElasticWindow(inputs, fairness, COLUMNS, np.array(current), np.array(pinned), speeds.copy(), np.full(n, 0.5))
+    restart_rounds, factors = np.full(n, 0.5), np.full(n, move_factor)
+    return ElasticWindow(
+        inputs, fairness, COLUMNS, np.array(current), np.array(pinned), speeds.copy(), restart_rounds, factors
+    )
 
 
 def test_the_market_over_configurations_keeps_each_types_gpus() -> None:
@@ -88,6 +95,20 @@ def test_a_move_that_gains_less_than_its_restart_is_not_taken() -> None:
     assert first_round(np.array([[0, 10, 0, 0, 0]]), window, np.zeros(1)) == {0: 0}
     faster = _window(np.array([[1.0, 3.0, 0.0, 0.0, 0.0]]), [0], [False], remaining_rounds=2.0)
     assert first_round(np.array([[0, 10, 0, 0, 0]]), faster, np.zeros(1)) == {0: 1}
+
+
+def test_a_move_pays_back_over_all_the_work_left_and_must_beat_the_move_factor() -> None:
+    # A 5% faster configuration repays half a round's restart after 10.5 rounds: beyond the 10-round window, well
+    # within the 50 rounds the job has left.
+    plan = np.array([[0, 10, 0, 0, 0]])
+    speeds = np.array([[1.0, 1.05, 0.0, 0.0, 0.0]])
+    assert first_round(plan, _window(speeds, [0], [False], remaining_rounds=50.0), np.zeros(1)) == {0: 1}
+    assert first_round(plan, _window(speeds, [0], [False], remaining_rounds=5.0), np.zeros(1)) == {0: 0}
+    # A job that has restarted so often that a move leaves it 90% of its life moves only for more than 1/0.9.
+    often = _window(speeds, [0], [False], remaining_rounds=50.0, move_factor=0.9)
+    assert first_round(plan, often, np.zeros(1)) == {0: 0}
+    much = _window(np.array([[1.0, 1.2, 0.0, 0.0, 0.0]]), [0], [False], remaining_rounds=50.0, move_factor=0.9)
+    assert first_round(plan, much, np.zeros(1)) == {0: 1}
 
 
 def test_shockwave_grows_goodput_adaptive_jobs_and_finishes_them(tmp_path: Path) -> None:
@@ -136,7 +157,7 @@ def test_a_left_out_rigid_gang_gets_idle_gpus_and_pins_stay() -> None:
     window = _window(speeds, [-1, -1], [False, False])
     assert first_round(np.zeros((2, 5), dtype=int), window, np.array([1.0, 0.0])) == {0: 1, 1: 1}
     raw = np.array([[1.0, 2.0, 3.0, 0.5, 1.5]] * 3)
-    discounted = _discounted(raw, np.array([0, 1, -1]), np.array([False, True, False]), np.full(3, 0.25))
-    assert discounted[0].tolist() == [1.0, 1.5, 2.25, 0.375, 1.125]  # running: every other column x (1 - 0.25)
+    discounted = _discounted(raw, np.array([0, 1, -1]), np.array([False, True, False]), np.full(3, 0.75))
+    assert discounted[0].tolist() == [1.0, 1.5, 2.25, 0.375, 1.125]  # running: every other column x its factor
     assert discounted[1].tolist() == [0.0, 2.0, 0.0, 0.0, 0.0]  # pinned: only where it runs
     assert discounted[2].tolist() == raw[2].tolist()  # waiting: pays the same restart anywhere

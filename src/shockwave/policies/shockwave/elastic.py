@@ -11,19 +11,22 @@ job's gang on each type, and c_jc counts the rounds of the window job j spends i
   second of its request alone on an equal share of every type (W_j / T_iso_j, the basis of rho for every policy);
 - a configuration takes its GPUs of its type: one capacity row per type, sum_jc gpus_c c_jc <= G_t H;
 - a job is in one configuration per round, sum_c c_jc <= H;
-- a move costs a restart: every configuration but a running job's current one does v_jc (1 - restart_j / (H T)),
-  the share of the window left after restarting, so the market moves a job only where the move gains (a job that
-  waits pays the same restart wherever it starts).
+- a move costs a restart: every configuration but a running job's current one does v_jc f_j, f_j the share of its
+  life the job keeps if it restarts once more ((age - restarts x restart) / (age + restart), 1 while it is younger
+  than one restart: Sia's discount, `Allocations.move_factor`), so the market moves a job only where the move gains,
+  and ever less readily as its restarts add up (a job that waits pays the same restart wherever it starts).
 
 Progress and targets are in the same units: a goodput-adaptive job's progress is its share of its work done (one
 "epoch" of T_iso_j equal-share seconds), a rigid job's its epochs as the rigid window reads them. Goodput estimates
 change as jobs learn, so the window is solved every round, and only its first round is taken:
 
-1. jobs still restoring a checkpoint stay where they are;
+1. jobs that moved recently stay where they are: while they restore their checkpoint, and then until they have
+   trained `elastic_min_stint` restarts' time (a job started and preempted a round later wastes its restart);
 2. then, by planned share of the window (ties: most urgent), each job in the configuration the plan gives it most
    rounds (ties: the one it runs in now, then fewer GPUs) where its type still has the GPUs; a running job stays
-   where it is unless the move does the window's work sooner, restart counted (`_worth_moving`: the market's
-   discount alone let jobs change configuration every round as their estimates moved, and never progress);
+   where it is unless the move does all its remaining work sooner, restart counted, and is faster even discounted
+   by f_j (`_worth_moving`: the market's discount alone let jobs change configuration every round as their
+   estimates moved, and never progress);
 3. idle GPUs go to jobs left out, most urgent first, in their fastest configuration that fits, of no more GPUs
    than the plan gave them (or than their smallest configuration);
 4. jobs grow into GPUs still idle on their type where that is faster (`_grow`, restart counted).
@@ -64,6 +67,8 @@ class ElasticWindow:
     """v_jc before the restart discount (n x columns)."""
     restart_rounds: np.ndarray
     """Rounds a restart takes each job."""
+    move_factors: np.ndarray
+    """f_j: the share of its life each job keeps if it moves once more."""
 
 
 def window_columns(cluster: ClusterSpec, jobs: list[JobState]) -> list[Config]:
@@ -88,12 +93,13 @@ def observe_window(
     targets: FinishTimeTargets,
     current: dict[int, tuple[str, int]],
     pinned: set[int],
+    move_factors: np.ndarray,
     *,
     rounds: int,
     refresh_targets: bool,
 ) -> ElasticWindow:
     """Every active job's row of the window (refreshing the finish-time targets when the job set changed); a
-    `pinned` job (still restoring its checkpoint) can only stay where it is."""
+    `pinned` job (one that moved recently) can only stay where it is, a running one moves at `move_factors`."""
     cluster, jobs = view.cluster, [view.jobs[j] for j in ids]
     columns = window_columns(cluster, jobs)
     index = {(c.gpu_type, c.gpus): i for i, c in enumerate(columns)}
@@ -110,11 +116,11 @@ def observe_window(
         targets,
         rounds=rounds,
         refresh_targets=refresh_targets,
-        speeds=_discounted(raw, now, kept, restarts / (rounds * view.round_seconds)),
+        speeds=_discounted(raw, now, kept, move_factors),
         column_types=tuple(pools[c.gpu_type] for c in columns),
         column_gpus=np.repeat(np.array([[c.gpus for c in columns]]), len(ids), axis=0),
     )
-    return ElasticWindow(inputs, fairness, columns, now, kept, raw, restarts / view.round_seconds)
+    return ElasticWindow(inputs, fairness, columns, now, kept, raw, restarts / view.round_seconds, move_factors)
 
 
 def _row(view: SchedulerView, job: JobState, forecasts: dict[int, JobForecast], columns: list[Config]) -> WindowRow:
@@ -125,11 +131,11 @@ def _row(view: SchedulerView, job: JobState, forecasts: dict[int, JobForecast], 
     return _elastic_row(job, view.cluster, columns, view.goodput)
 
 
-def _discounted(raw: np.ndarray, now: np.ndarray, pinned: np.ndarray, restart_share: np.ndarray) -> np.ndarray:
-    """The market's speeds: a running job's every other column by the share of the window a restart leaves, a
-    pinned job's only in its own column."""
+def _discounted(raw: np.ndarray, now: np.ndarray, pinned: np.ndarray, move_factors: np.ndarray) -> np.ndarray:
+    """The market's speeds: a running job's every other column times its move factor, a pinned job's only in its
+    own column."""
     running = now >= 0
-    discount = np.where(running, np.maximum(0.0, 1.0 - restart_share), 1.0)
+    discount = np.where(running, move_factors, 1.0)
     speeds = raw * discount[:, None]
     speeds[running, now[running]] = raw[running, now[running]]
     own = np.arange(raw.shape[1])[None, :] == now[:, None]
@@ -226,13 +232,13 @@ def _grow(window: ElasticWindow, taken: dict[int, int], free: np.ndarray, urgenc
 
 
 def _worth_moving(window: ElasticWindow, j: int, to: int) -> bool:
-    """Whether job row j does the work it would do in the window where it runs now (all it has left, if less)
-    sooner in column `to`, counting the restart."""
+    """Whether job row j, in column `to`, does all the work it has left sooner, counting the restart, and runs
+    faster even at its move factor (a job that restarted often moves only for a large gain)."""
     inputs = window.inputs
     here, there = window.speeds[j, window.current[j]], window.speeds[j, to]
     if there <= 0:
         return False
     if here <= 0:
         return True
-    work = min(inputs.remaining_s[j] / inputs.round_s, here * inputs.rounds)
-    return window.restart_rounds[j] + work / there < work / here
+    work = inputs.remaining_s[j] / inputs.round_s
+    return there * window.move_factors[j] > here and window.restart_rounds[j] + work / there < work / here

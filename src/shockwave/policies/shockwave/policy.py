@@ -23,7 +23,7 @@ from pydantic import ConfigDict
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
-from shockwave.policies.elastic import Allocations
+from shockwave.policies.elastic import Allocations, restart_seconds
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.elastic import first_round, observe_window
 from shockwave.policies.shockwave.fairness import (
@@ -164,13 +164,16 @@ class ShockwavePolicy(Policy):
         """The first round of the window over configurations (`elastic.py`), solved anew every round."""
         started = time.perf_counter()
         ids = sorted(view.jobs)
+        jobs = [view.jobs[j] for j in ids]
+        stint = {job.id: self.config.elastic_min_stint * restart_seconds(job) for job in jobs}
         window = observe_window(
             view,
             ids,
             self.forecasts,
             self.targets,
             self.allocations.current,
-            set(self.allocations.restoring(view.now)),
+            set(self.allocations.restoring(view.now, stint)),
+            np.array([self.allocations.move_factor(job, view.now, restart_seconds(job)) for job in jobs]),
             rounds=self.config.future_rounds,
             refresh_targets=self.job_set_changed,
         )

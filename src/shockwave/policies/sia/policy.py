@@ -19,7 +19,7 @@ from shockwave.core.errors import InputError
 from shockwave.core.plan import Assignment, RoundPlan
 from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
-from shockwave.policies.elastic import Allocations, restart_factor
+from shockwave.policies.elastic import Allocations
 from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row, rigid_options
 from shockwave.policies.sia.ilp import Option, choose
 from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
@@ -74,8 +74,7 @@ class SiaPolicy(Policy):
         if now is None:  # a job that waits (or never ran) loses nothing by starting
             return [Option(job.id, config, value) for config, value in found]
         penalty = ASSUMED_RESTART_S.get(job.family.name, DEFAULT_RESTART_S)
-        age = view.now - job.arrival_s
-        factor = 1.0 if age < penalty else restart_factor(age, self.allocations.restarts_of(job), penalty)
+        factor = self.allocations.move_factor(job, view.now, penalty)
         return [
             Option(job.id, config, value if now == (config.gpu_type, config.gpus) else value * factor)
             for config, value in found
