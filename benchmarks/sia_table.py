@@ -8,7 +8,8 @@ simulator's mechanics (`--mechanics sia`, the default for its workloads), on Sia
 (`aws:24:4,rtx:24:8,dgx-ext:16:8`) or its homogeneous one (`aws:64:4`). The table averages each policy over the
 workloads: average and p99 JCT, makespan (last finish less first arrival), the worst finish-time fairness ratio (rho:
 JCT over the job's time alone on an equal share of the cluster, at the GPUs and batch its line asks for) and the share
-of jobs with rho > 1.05. `--write` puts it into docs/reproducing.md between its markers; `--figure` draws the CDF of
+of jobs with rho > 1.05. `--write` puts it, and Shockwave against Sia workload by workload, into docs/reproducing.md
+between their markers; `--figure` draws the CDF of
 every job's rho per setting and policy.
 """
 
@@ -26,6 +27,7 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "reproducing.md"
 BEGIN, END = "<!-- sia-table:begin (make sia-table) -->", "<!-- sia-table:end -->"
+VERSUS = ("<!-- sia-versus:begin (make sia-table) -->", "<!-- sia-versus:end -->")
 ROUNDS = {
     60.0: ("sia", "pollux", "shockwave"),
     360.0: ("themis", "max_sum_throughput_perf", "finish_time_fairness_perf", "max_min_fairness_perf"),
@@ -100,6 +102,30 @@ def table(rows: dict[str, dict[str, list[dict[str, Any]]]]) -> str:
     return "\n".join(lines)
 
 
+def versus(rows: dict[str, dict[str, list[dict[str, Any]]]], policy: str = "shockwave", peer: str = "sia") -> str:
+    """`policy` against `peer` workload by workload: JCT and makespan as ratios, worst rho and unfair % side by side."""
+    lines = ["| workload | avg JCT | makespan | worst rho | unfair % |", "|---|---|---|---|---|"]
+    for setting, by_policy in rows.items():
+        for workload, ours, theirs in zip(SETTINGS[setting][1], by_policy[policy], by_policy[peer], strict=True):
+            family, _, number = workload.removesuffix(".csv").partition("/workload-")
+            lines.append(
+                f"| {family.capitalize()} {number} ({setting}) | {ours['jct'] / theirs['jct']:.3f}x"
+                f" | {ours['makespan'] / theirs['makespan']:.3f}x | {ours['rho']:.2f} / {theirs['rho']:.2f}"
+                f" | {ours['unfair']:.1f} / {theirs['unfair']:.1f} |"
+            )
+    return "\n".join(lines)
+
+
+def write(page: str, markers: tuple[str, str], text: str) -> str:
+    """`page` with `text` between its two markers."""
+    begin, end = markers
+    head, _, rest = page.partition(begin)
+    if end not in rest:
+        raise SystemExit(f"{PAGE} has no {begin} ... {end} markers")
+    _, _, tail = rest.partition(end)
+    return f"{head}{begin}\n{text}\n{end}{tail}"
+
+
 def rho_cdf(rows: dict[str, dict[str, list[dict[str, Any]]]], path: Path) -> None:
     """One panel per setting: the CDF of every job's rho over its workloads, one line per policy."""
     import matplotlib
@@ -146,13 +172,9 @@ def main() -> None:
     (args.out / "table.json").write_text(json.dumps(rows, indent=1))
     if args.figure is not None:
         rho_cdf(rows, args.figure)
+    print(versus(rows))
     if args.write:
-        page = PAGE.read_text()
-        head, _, rest = page.partition(BEGIN)
-        if END not in rest:
-            raise SystemExit(f"{PAGE} has no {BEGIN} ... {END} markers")
-        _, _, tail = rest.partition(END)
-        PAGE.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+        PAGE.write_text(write(write(PAGE.read_text(), (BEGIN, END), text), VERSUS, versus(rows)))
 
 
 if __name__ == "__main__":
