@@ -121,7 +121,7 @@ def write(page: str, markers: tuple[str, str], text: str) -> str:
     begin, end = markers
     head, _, rest = page.partition(begin)
     if end not in rest:
-        raise SystemExit(f"{PAGE} has no {begin} ... {end} markers")
+        raise SystemExit(f"the page has no {begin} ... {end} markers")
     _, _, tail = rest.partition(end)
     return f"{head}{begin}\n{text}\n{end}{tail}"
 
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--artifact", type=Path, required=True, help="the sia-simulator/ folder of the artifact")
     parser.add_argument("--out", type=Path, default=Path("sia-table"), help="where each comparison is kept")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--write", action="store_true", help="put the table into docs/reproducing.md")
+    parser.add_argument("--write", action="store_true", help="put both tables into docs/reproducing.md")
     parser.add_argument("--figure", type=Path, help="draw the CDF of rho per setting and policy (a .png)")
     args = parser.parse_args()
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -172,9 +172,10 @@ def main() -> None:
     (args.out / "table.json").write_text(json.dumps(rows, indent=1))
     if args.figure is not None:
         rho_cdf(rows, args.figure)
-    print(versus(rows))
+    against = versus(rows)
+    print(against)
     if args.write:
-        PAGE.write_text(write(write(PAGE.read_text(), (BEGIN, END), text), VERSUS, versus(rows)))
+        PAGE.write_text(write(write(PAGE.read_text(), (BEGIN, END), text), VERSUS, against))
 
 
 if __name__ == "__main__":

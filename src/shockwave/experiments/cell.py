@@ -22,7 +22,8 @@ from shockwave.results.model import Result
 from shockwave.results.provenance import library_versions
 
 KEY_FORMAT = 6
-"""Bumped when what a cell's result holds changes, so older cells are computed again."""
+"""Bumped when what a cell's result holds changes, or what a policy or the simulator decides (the package's version
+is in the key, but not every change bumps it), so older cells are computed again."""
 DIGEST_LENGTH = 16
 TIMING_FIELDS = ("wall_seconds",)
 """Result fields that depend on the machine, not the inputs (solver latencies are handled with them)."""

@@ -161,3 +161,32 @@ def test_a_left_out_rigid_gang_gets_idle_gpus_and_pins_stay() -> None:
     assert discounted[0].tolist() == [1.0, 1.5, 2.25, 0.375, 1.125]  # running: every other column x its factor
     assert discounted[1].tolist() == [0.0, 2.0, 0.0, 0.0, 0.0]  # pinned: only where it runs
     assert discounted[2].tolist() == raw[2].tolist()  # waiting: pays the same restart anywhere
+
+
+@pytest.mark.parametrize("stint", [0.0, 2.0])
+def test_the_policy_holds_a_moved_job_for_its_stint_and_discounts_by_its_restarts(
+    stint: float, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The toy application restarts in 30 s (Sia's default): with 60 s rounds a moved job has restored by the next
+    # round, so only a stint (2 restarts' time: until 90 s after the move) holds it there.
+    from shockwave.policies.shockwave import policy as module
+
+    seen: list[tuple[set[int], np.ndarray]] = []
+    real = module.observe_window
+
+    def spy(view, ids, forecasts, targets, current, pinned, move_factors, **kwargs):  # type: ignore[no-untyped-def]
+        seen.append((set(pinned), move_factors.copy()))
+        return real(view, ids, forecasts, targets, current, pinned, move_factors, **kwargs)
+
+    monkeypatch.setattr(module, "observe_window", spy)
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "long", epoch_progress=1000.0)
+    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
+    config = ShockwaveConfig(elastic_min_stint=stint)
+    result = simulate(
+        workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60, config=config
+    )
+    assert result.complete
+    held = sum(len(pinned) for pinned, _ in seen)
+    assert held > 0 if stint else held == 0
+    assert min(factors.min() for _, factors in seen) < 1.0  # a job that restarted moves at a discount

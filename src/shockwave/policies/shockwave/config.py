@@ -4,9 +4,9 @@ Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram`, `solver_time
 accepted because every reference file carries them, but nothing reads them: the reference's optimizer never read
 `gpu_ram`, and a wall-clock limit or a thread count that follows the machine would make plans depend on the
 machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
-everywhere). Seven keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`
-and `elastic_welfare_slack`, `solver_max_nodes`, and for large clusters `greedy_jobs`, `makespan_share` and
-`late_share`.
+everywhere). Eight keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`,
+`elastic_welfare_slack` and `elastic_min_stint`, `solver_max_nodes`, and for large clusters `greedy_jobs`,
+`makespan_share` and `late_share`.
 
 `ShockwaveConfig` is a frozen pydantic dataclass, so a config built in code is type-checked too; a JSON file goes
 through `from_mapping` first, whose messages name the key (pydantic's would name a Python field instead).
