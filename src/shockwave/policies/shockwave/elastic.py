@@ -14,8 +14,8 @@ job's gang on each type, and c_jc counts the rounds of the window job j spends i
 - a move costs a restart: every configuration but a running job's current one does v_jc f_j, f_j the share of its
   life the job keeps if it restarts once more ((age - restarts x restart) / (age + restart), 1 while it is younger
   than one restart: Sia's discount, `Allocations.move_factor`, with the job's own restart time where Sia's policy
-  assumes one per application), so the market moves a job only where the move gains,
-  and ever less readily as its restarts add up (a job that waits pays the same restart wherever it starts).
+  assumes one per application), so the market moves a job only where the move gains, and ever less readily as its
+  restarts add up (a job that waits pays the same restart wherever it starts).
 
 Progress and targets are in the same units: a goodput-adaptive job's progress is its share of its work done (one
 "epoch" of T_iso_j equal-share seconds), a rigid job's its epochs as the rigid window reads them. Goodput estimates
