@@ -150,7 +150,10 @@ def test_a_killed_job_process_resumes_from_its_checkpoint(kill_trace: Path, tmp_
                 progress = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            if path.stat().st_mtime > started and (progress.get("checkpoint_step") or 0) > 0 and not progress["done"]:
+            # A lease that ended leaves its progress behind (not done: the job is not) and its process a zombie
+            # until reaped: a SIGKILL there kills nothing (seen under load: the job was never restarted).
+            running = (progress.get("checkpoint_step") or 0) > 0 and not progress["done"] and alive(progress["pid"])
+            if path.stat().st_mtime > started and running:
                 victim = (int(path.parent.parent.name.split("-")[1]), progress["pid"], progress["checkpoint_step"])
                 break
         time.sleep(0.1)
