@@ -154,19 +154,6 @@ def test_sias_workloads_get_sias_mechanics_unless_another_is_named(sia_workload:
         Mechanics(name="mine", gavel_round_robin="x")
 
 
-def test_every_policy_on_gavels_mechanism_takes_sias_round_robin() -> None:
-    from shockwave.policies.gavel.mechanism import GavelPolicy
-    from shockwave.policies.registry import POLICIES
-
-    for name, info in POLICIES.items():
-        if any(p.name == "round_robin" for p in info.params):
-            policy = info.offered(round_robin="sia", min_realloc_interval_s=1000.0)
-            assert isinstance(policy, GavelPolicy) and policy.sia, name
-    assert {"fifo", "fifo_perf", "fifo_packed", "max_sum_throughput_perf"} <= {
-        name for name, info in POLICIES.items() if any(p.name == "round_robin" for p in info.params)
-    }
-
-
 def test_on_sias_clock_an_arrival_on_a_round_boundary_is_planned_then(sia_profiles: Path, tmp_path: Path) -> None:
     workload = write_csv(tmp_path / "edge.csv", HEADER, ["toy-0,0,toy,2,64", "toy-1,60,toy,2,64"])
     result = simulate(workload, "sia", "a:4:4", trace_format="sia", profiles=sia_profiles, round_seconds=60)

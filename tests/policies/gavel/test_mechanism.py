@@ -547,8 +547,13 @@ def test_sias_port_rounds_shares_to_5_decimals_so_near_equal_shares_tie() -> Non
 
 
 def test_round_robin_is_a_mechanism_parameter_every_allocator_takes() -> None:
-    from shockwave.policies.registry import policy_info
+    from shockwave.policies.registry import POLICIES, policy_info
 
+    takers = {name for name, info in POLICIES.items() if any(p.name == "round_robin" for p in info.params)}
+    assert {"fifo", "fifo_perf", "fifo_packed", "max_sum_throughput_perf"} <= takers
+    for name in takers:
+        offered = POLICIES[name].offered(round_robin="sia", min_realloc_interval_s=1000.0)
+        assert isinstance(offered, GavelPolicy) and offered.sia, name
     policy = policy_info("max_sum_throughput_perf").make({"round_robin": "sia"})
     assert isinstance(policy, GavelPolicy) and policy.sia
     with pytest.raises(InputError, match="parameter round_robin must be one of gavel, sia, got 'other'"):

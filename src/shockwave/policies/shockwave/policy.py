@@ -164,8 +164,8 @@ class ShockwavePolicy(Policy):
         """The first round of the window over configurations (`elastic.py`), solved anew every round."""
         started = time.perf_counter()
         ids = sorted(view.jobs)
-        jobs = [view.jobs[j] for j in ids]
-        stint = {job.id: self.config.elastic_min_stint * restart_seconds(job) for job in jobs}
+        restart_s = {j: restart_seconds(view.jobs[j]) for j in ids}
+        stint = {j: self.config.elastic_min_stint * s for j, s in restart_s.items()}
         window = observe_window(
             view,
             ids,
@@ -173,7 +173,7 @@ class ShockwavePolicy(Policy):
             self.targets,
             self.allocations.current,
             set(self.allocations.restoring(view.now, stint)),
-            np.array([self.allocations.move_factor(job, view.now, restart_seconds(job)) for job in jobs]),
+            np.array([self.allocations.move_factor(view.jobs[j], view.now, restart_s[j]) for j in ids]),
             rounds=self.config.future_rounds,
             refresh_targets=self.job_set_changed,
         )
