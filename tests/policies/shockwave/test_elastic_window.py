@@ -4,6 +4,7 @@ twice as slow)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,29 @@ def test_the_market_over_configurations_keeps_each_types_gpus() -> None:
     assert used[0] <= 4 * inputs.rounds and used[1] <= 4 * inputs.rounds
     assert (counts.sum(axis=1) <= inputs.rounds).all()
     assert sum(used) > 0.9 * 8 * inputs.rounds  # three long jobs keep the cluster busy
+
+
+def test_the_leftover_pace_is_the_fastest_configuration_within_the_jobs_share() -> None:
+    # 8 GPUs over 3 jobs: a share of 2.67 GPUs holds a:1, a:2 and b:1.
+    speeds = np.array([[1.0, 1.8, 3.0, 0.5, 1.5], [0.0, 0.0, 3.5, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
+    window = _window(speeds, [-1, 2, -1], [False, True, False])
+    # a pinned job in a larger configuration is paced there; a job that cannot run anywhere at 1
+    assert window.inputs.leftover_pace.tolist() == [1.8, 3.5, 1.0]
+    rigid = replace(window.inputs, column_types=(), column_gpus=None, speeds=None, gpus_by_type=())
+    assert rigid.leftover_pace.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_the_makespan_term_counts_leftovers_in_time_so_a_job_that_scales_badly_gets_the_fast_gpus() -> None:
+    # Job 0 has less equal-share work left (150 rounds against 200) but scales badly: at its pace within its share
+    # (1.2 on a:4) it needs 125 rounds, job 1 (4.0) 50. The makespan term gives job 0 type a; counted in equal-share
+    # work (M >= L_j) it gave type a to job 1 and left job 0 on b:4.
+    speeds = np.array([[1.0, 1.1, 1.2, 0.5, 0.6], [1.0, 2.0, 4.0, 0.5, 2.0]])
+    remaining = np.array([150.0, 200.0]) * 60.0
+    inputs = replace(_window(speeds, [-1, -1], [False, False]).inputs, remaining_s=remaining, epoch_s=remaining)
+    solution = solve_market(inputs, ShockwaveConfig(k=0.01), Fairness(np.full(2, np.inf), np.ones(2)))
+    assert solution is not None
+    on_a = solution.by_type[:, np.array(TYPE_OF) == 0].sum(axis=1)
+    assert on_a[0] == inputs.rounds and on_a[1] <= 1
 
 
 def test_the_first_round_fits_the_types_keeps_pins_and_fills_idle_gpus() -> None:

@@ -11,6 +11,8 @@ job's gang on each type, and c_jc counts the rounds of the window job j spends i
   second of its request alone on an equal share of every type (W_j / T_iso_j, the basis of rho for every policy);
 - a configuration takes its GPUs of its type: one capacity row per type, sum_jc gpus_c c_jc <= G_t H;
 - a job is in one configuration per round, sum_c c_jc <= H;
+- the makespan term counts each job's leftover in time, at its fastest configuration within its share of the cluster
+  (`MarketInputs.leftover_pace`): equal-share work says little of how long a job that scales badly takes;
 - a move costs a restart: every configuration but a running job's current one does v_jc f_j, f_j the share of its
   life the job keeps if it restarts once more ((age - restarts x restart) / (age + restart), 1 while it is younger
   than one restart: Sia's discount, `Allocations.move_factor`, with the job's own restart time where Sia's policy

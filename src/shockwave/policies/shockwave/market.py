@@ -34,7 +34,9 @@ loses less than one round per type against the relaxation, whose value bounds th
 
 Goodput-adaptive jobs (`elastic.py`) take the same program with one column per configuration c (a GPU type and a
 number of its GPUs) instead of per type: c_jc counts job j's rounds in c, v_jc is its speed there, the capacity row
-of c's type counts gpus_c c_jc (`MarketInputs.column_types`, `column_gpus`), and everything else reads columns.
+of c's type counts gpus_c c_jc (`MarketInputs.column_types`, `column_gpus`), and everything else reads columns, but
+for the makespan term: M >= L_j / pace_j, the leftover in time at the job's fastest configuration within its share of
+the cluster (`MarketInputs.leftover_pace`; 1 on types, where the program is the one above).
 
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
@@ -145,6 +147,20 @@ class MarketInputs:
         all GPUs) less the window."""
         rem = self.remaining_rounds
         return rem >= float(self.scale_factors @ rem) / self.gpus - self.rounds
+
+    @property
+    def leftover_pace(self) -> np.ndarray:
+        """Rounds of equal-share work one round of a job's leftover does: 1 on GPU types; with configurations, its
+        fastest one within its share of the cluster (its request, or all GPUs over the active jobs if more), else
+        its fastest at all (a pinned job in a larger one). The makespan term counts leftovers in time at this pace:
+        an elastic job's equal-share work says little of how long it takes, which depends on how it scales."""
+        if not self.column_types:
+            return np.ones(self.jobs)
+        speed = self.speed
+        share = np.maximum(self.scale_factors, self.gpus / self.jobs)[:, None]
+        within = np.where(self.gpus_in_column <= share, speed, 0.0).max(axis=1)
+        fastest = speed.max(axis=1)
+        return np.where(within > 0, within, np.where(fastest > 0, fastest, 1.0))
 
     @property
     def type_cap(self) -> np.ndarray:
@@ -316,7 +332,7 @@ class _Model:
         self._rows = 0
         self._add_chords(inputs, config, runs)
         self._add_leftovers(inputs, runs)
-        self._add_makespan(n)
+        self._add_makespan(inputs)
         self._add_capacity(inputs, runs, exact, floor)
         self._add_welfare(inputs, fairness, cols)
         self.completion = np.zeros(cols)
@@ -351,13 +367,14 @@ class _Model:
             np.full(n, highspy.kHighsInf),
         )
 
-    def _add_makespan(self, n: int) -> None:
-        """M - L_j >= 0: the makespan term is the longest leftover."""
+    def _add_makespan(self, inputs: MarketInputs) -> None:
+        """M - L_j / pace_j >= 0: the makespan term is the longest leftover, in time (`leftover_pace`)."""
+        n = inputs.jobs
         jobs = np.arange(n)
         self._add(
             np.concatenate([jobs, jobs]),
             np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
-            np.concatenate([np.ones(n), -np.ones(n)]),
+            np.concatenate([np.ones(n), -1.0 / inputs.leftover_pace]),
             np.zeros(n),
             np.full(n, highspy.kHighsInf),
         )
