@@ -117,8 +117,12 @@ def test_each_job_runs_where_it_is_relatively_fastest() -> None:
     assert solution is not None and solution.by_type.tolist() == [[4, 0], [0, 4]]
 
 
-def test_market_floor_gives_each_job_its_rounds_over_all_types() -> None:
-    inputs, fairness = instance(3, 12, 6, (4, 2, 2))
+@pytest.mark.parametrize(("seed", "jobs", "capacities"), [(3, 12, (4, 2, 2)), (5, 16, (4, 4, 2)), (17, 8, (2, 2, 1))])
+def test_market_floor_gives_each_job_its_rounds_over_all_types(
+    seed: int, jobs: int, capacities: tuple[int, ...]
+) -> None:
+    # The last two: rounding every job's largest fractions up alone left a floored job a round short.
+    inputs, fairness = instance(seed, jobs, 6, capacities)
     free = solve_market(inputs, CONFIG, fairness)
     assert free is not None
     # Ask the two jobs that got fewest rounds for every round they can use somewhere.

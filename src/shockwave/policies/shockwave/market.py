@@ -36,7 +36,7 @@ Goodput-adaptive jobs (`elastic.py`) take the same program with one column per c
 number of its GPUs) instead of per type: c_jc counts job j's rounds in c, v_jc is its speed there, the capacity row
 of c's type counts gpus_c c_jc (`MarketInputs.column_types`, `column_gpus`), and everything else reads columns, but
 for the makespan term: M >= L_j / pace_j, the leftover in time at the job's fastest configuration within its share of
-the cluster (`MarketInputs.leftover_pace`; 1 on types, where the program is the one above).
+the cluster (`MarketInputs.leftover_pace`).
 
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
@@ -150,17 +150,18 @@ class MarketInputs:
 
     @property
     def leftover_pace(self) -> np.ndarray:
-        """Rounds of equal-share work one round of a job's leftover does: 1 on GPU types; with configurations, its
-        fastest one within its share of the cluster (its request, or all GPUs over the active jobs if more), else
-        its fastest at all (a pinned job in a larger one). The makespan term counts leftovers in time at this pace:
-        an elastic job's equal-share work says little of how long it takes, which depends on how it scales."""
+        """Rounds of equal-share work one round of a job's leftover does, so the makespan term counts leftovers in
+        time: with configurations, the job's fastest one within its share of the cluster (its request, or all GPUs
+        over the active jobs if more), else its fastest at all (a pinned job in a larger one), 1 where it runs
+        nowhere; 1 on GPU types. Why: equal-share work says little of how long an elastic job takes that scales
+        badly, and the market gave the fast configurations to the wrong job."""
         if not self.column_types:
             return np.ones(self.jobs)
         speed = self.speed
         share = np.maximum(self.scale_factors, self.gpus / self.jobs)[:, None]
         within = np.where(self.gpus_in_column <= share, speed, 0.0).max(axis=1)
-        fastest = speed.max(axis=1)
-        return np.where(within > 0, within, np.where(fastest > 0, fastest, 1.0))
+        fastest = np.where(within > 0, within, speed.max(axis=1))
+        return np.where(fastest > 0, fastest, 1.0)
 
     @property
     def type_cap(self) -> np.ndarray:
@@ -245,8 +246,8 @@ def solve_market(
 
     `start` is a warm start (rounds per job and type, for instance the previous plan's). `exact` (one binary per
     job and round) is the homogeneous program's. `floor`: on several types, the fewest rounds each job gets over
-    all types (`greedy.late_floor`; in the relaxation, which rounding may take below it by under a round per
-    type). Raises SolverFailure when HiGHS gives nothing usable.
+    all types (`greedy.late_floor`; a row of the relaxation, and rounding raises the jobs short of it first, so it
+    holds wherever their types have room). Raises SolverFailure when HiGHS gives nothing usable.
     """
     _check_finite(inputs, fairness)
     if exact and len(inputs.capacities) > 1:
@@ -265,7 +266,7 @@ def solve_market(
     values, second_limited = _prefer_completion(solver, model, values, config)
     n, h, columns = inputs.jobs, inputs.rounds, inputs.columns
     c = values[: n * columns].reshape(n, columns)
-    by_type = np.rint(c).astype(int) if columns == 1 else _rounded(c, inputs)
+    by_type = np.rint(c).astype(int) if columns == 1 else _rounded(c, inputs, floor)
     rounds = None
     if exact:
         x = np.rint(values[model.x : model.x + n * h]).reshape(n, h)
@@ -462,9 +463,10 @@ class _Model:
         self._rows += len(lo)
 
 
-def _rounded(relaxed: np.ndarray, inputs: MarketInputs) -> np.ndarray:
+def _rounded(relaxed: np.ndarray, inputs: MarketInputs, floor: np.ndarray | None = None) -> np.ndarray:
     """Whole rounds per job and column from the relaxation's: down, then the largest fractions up (ties: job,
-    column) while the column's type's GPU-rounds, the window and the job's cap there allow."""
+    column) while the column's type's GPU-rounds, the window and the job's cap there allow; jobs still short of their
+    `floor` first (the relaxation meets it, rounding down alone may not)."""
     whole = np.floor(relaxed + 1e-9).astype(int)
     fraction = relaxed - whole
     sizes = inputs.gpus_in_column.astype(int)
@@ -474,15 +476,21 @@ def _rounded(relaxed: np.ndarray, inputs: MarketInputs) -> np.ndarray:
     total = whole.sum(axis=1)
     cap = inputs.type_cap
     n, columns = whole.shape
-    for index in np.lexsort((np.arange(n * columns), -fraction.ravel())):
-        j, c = divmod(int(index), columns)
-        if fraction[j, c] <= 1e-9:
-            break
-        t = kinds[c]
-        if whole[j, c] < cap[j, c] and total[j] < inputs.rounds and sizes[j, c] <= room[t]:
-            whole[j, c] += 1
-            total[j] += 1
-            room[t] -= sizes[j, c]
+    raised = np.zeros_like(whole, dtype=bool)
+    order = np.lexsort((np.arange(n * columns), -fraction.ravel()))
+    for short_only in [True, False] if floor is not None else [False]:
+        for index in order:
+            j, c = divmod(int(index), columns)
+            if fraction[j, c] <= 1e-9:
+                break
+            if raised[j, c] or (short_only and total[j] >= floor[j]):
+                continue
+            t = kinds[c]
+            if whole[j, c] < cap[j, c] and total[j] < inputs.rounds and sizes[j, c] <= room[t]:
+                whole[j, c] += 1
+                total[j] += 1
+                room[t] -= sizes[j, c]
+                raised[j, c] = True
     return whole
 
 
