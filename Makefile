@@ -63,7 +63,7 @@ fidelity: $(STAMP)
 # Sia's Table 3/4 (docs/reproducing.md) from a copy of Sia's artifact, which cannot ship here (no licence).
 sia-table: $(STAMP)
 	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))
-	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --write --figure docs/figures/sia_rho_cdf.png
+	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --out results/sia-table --write --figure docs/figures/sia_rho_cdf.png
 
 # The docs' results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
 docs-tables: $(STAMP)

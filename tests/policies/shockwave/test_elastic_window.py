@@ -13,7 +13,7 @@ import pytest
 
 from shockwave.api import simulate
 from shockwave.policies.shockwave.config import ShockwaveConfig
-from shockwave.policies.shockwave.elastic import ElasticWindow, first_round
+from shockwave.policies.shockwave.elastic import ElasticWindow, first_round, leftover_pace
 from shockwave.policies.shockwave.fairness import FairnessView
 from shockwave.policies.shockwave.market import Fairness, MarketInputs, solve_market
 from shockwave.policies.sia.configs import Config
@@ -77,13 +77,15 @@ def test_the_market_over_configurations_keeps_each_types_gpus() -> None:
 
 
 def test_the_leftover_pace_is_the_fastest_configuration_within_the_jobs_share() -> None:
-    # 8 GPUs over 3 jobs: a share of 2.67 GPUs holds a:1, a:2 and b:1.
+    # 8 GPUs over 3 jobs of one GPU: a share of 2.67 GPUs holds a:1, a:2 and b:1.
     speeds = np.array([[1.0, 1.8, 3.0, 0.5, 1.5], [0.0, 0.0, 3.5, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0]])
-    window = _window(speeds, [-1, 2, -1], [False, True, False])
-    # a pinned job in a larger configuration is paced there; a job that cannot run anywhere at 1
-    assert window.inputs.leftover_pace.tolist() == [1.8, 3.5, 1.0]
-    rigid = replace(window.inputs, column_types=(), column_gpus=None, speeds=None, gpus_by_type=())
-    assert rigid.leftover_pace.tolist() == [1.0, 1.0, 1.0]
+    gpus = np.repeat(GPUS[None, :], 3, axis=0)
+    # a job that runs only in a larger configuration is paced there; one that runs nowhere at 1
+    assert leftover_pace(speeds, gpus, np.ones(3), 8).tolist() == [1.8, 3.5, 1.0]
+    # a job that asks for four GPUs is paced within them (a:4), as is every job of two on 8 GPUs
+    assert leftover_pace(speeds[:1], gpus[:1], np.array([4]), 8).tolist() == [3.0]
+    assert leftover_pace(speeds[:2], gpus[:2], np.ones(2), 8).tolist() == [3.0, 3.5]
+    assert leftover_pace(np.zeros((0, 5)), np.zeros((0, 5)), np.zeros(0), 8).tolist() == []
 
 
 def test_the_makespan_term_counts_leftovers_in_time_so_a_job_that_scales_badly_gets_the_fast_gpus() -> None:
@@ -92,7 +94,9 @@ def test_the_makespan_term_counts_leftovers_in_time_so_a_job_that_scales_badly_g
     # work (M >= L_j) it gave type a to job 1 and left job 0 on b:4.
     speeds = np.array([[1.0, 1.1, 1.2, 0.5, 0.6], [1.0, 2.0, 4.0, 0.5, 2.0]])
     remaining = np.array([150.0, 200.0]) * 60.0
-    inputs = replace(_window(speeds, [-1, -1], [False, False]).inputs, remaining_s=remaining, epoch_s=remaining)
+    inputs = _window(speeds, [-1, -1], [False, False]).inputs
+    paces = leftover_pace(speeds, inputs.gpus_in_column, inputs.scale_factors, inputs.gpus)
+    inputs = replace(inputs, remaining_s=remaining, epoch_s=remaining, paces=paces)
     solution = solve_market(inputs, ShockwaveConfig(k=0.01), Fairness(np.full(2, np.inf), np.ones(2)))
     assert solution is not None
     on_a = solution.by_type[:, np.array(TYPE_OF) == 0].sum(axis=1)
@@ -216,3 +220,30 @@ def test_the_policy_holds_a_moved_job_for_its_stint_and_discounts_by_its_restart
     held = sum(len(pinned) for pinned, _ in seen)
     assert held > 0 if stint else held == 0
     assert min(factors.min() for _, factors in seen) < 1.0  # a job that restarted moves at a discount
+
+
+def test_the_policy_paces_leftovers_at_the_markets_discounted_speeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shockwave.policies.shockwave import policy as module
+
+    windows: list[ElasticWindow] = []
+    real = module.observe_window
+
+    def spy(*args: Any, **kwargs: Any) -> ElasticWindow:
+        windows.append(real(*args, **kwargs))
+        return windows[-1]
+
+    monkeypatch.setattr(module, "observe_window", spy)
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "long", epoch_progress=1000.0)
+    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
+    simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    differs = 0
+    for window in windows:
+        inputs = window.inputs
+        assert inputs.paces is not None
+        args = (inputs.gpus_in_column, inputs.scale_factors, inputs.gpus)
+        assert inputs.paces.tolist() == leftover_pace(inputs.speed, *args).tolist()
+        differs += inputs.paces.tolist() != leftover_pace(window.speeds, *args).tolist()
+    assert differs > 0  # some window discounted a job's pace-setting configuration

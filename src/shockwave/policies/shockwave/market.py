@@ -22,21 +22,21 @@ leftovers the LP relaxation levels the longest jobs' leftovers to equal fraction
 closing that gap took HiGHS 20-50x longer on the 460-job trace.
 
 On a cluster of several GPU types (the reference has one), c_jt counts job j's rounds on type t, a round on t does
-v_jt rounds of the job's equal-share work (its forecast is in equal-share time, `predictor.py`), and everything
-above that read c_j reads the effective rounds e_j = sum_t v_jt c_jt: the chords, the leftover row and the second
-solve's objective. Capacity is a row per type (sum_j sf_j c_jt <= G_t H), and a job runs on one type per round
-(sum_t c_jt <= H). The chords of g_j between integer e_j interpolate g_j where v_jt makes e_j fractional, slightly
-below it. One type (v = 1) gives exactly the homogeneous program. With several types the integer program is hard
-(fractional speeds leave the relaxation far from integral: 2,850 nodes and 7 s for 67 jobs on three types, where
-the homogeneous program of the same jobs needs 1 node and 0.04 s), so its LP relaxation is solved and rounded: each
-c_jt down, then the largest fractions up while the type's capacity, the window and the job's cap allow. A job
-loses less than one round per type against the relaxation, whose value bounds the integer optimum.
+v_jt rounds of the job's equal-share work (its forecast is in equal-share time, `predictor.py`), and everything above
+that read c_j reads the effective rounds e_j = sum_t v_jt c_jt: the chords, the leftover row and the second solve's
+objective. Capacity is a row per type (sum_j sf_j c_jt <= G_t H), and a job runs on one type per round (sum_t c_jt <=
+H). The chords of g_j between integer e_j interpolate g_j where v_jt makes e_j fractional, slightly below it. One
+type (v = 1) gives exactly the homogeneous program. With several types the integer program is hard (fractional speeds
+leave the relaxation far from integral: 2,850 nodes and 7 s for 67 jobs on three types, where the homogeneous program
+of the same jobs needs 1 node and 0.04 s), so its LP relaxation is solved and rounded: each c_jt down, then the
+largest fractions up (jobs short of a floor first) while the type's capacity, the window and the job's cap allow. A
+job loses less than one round per type against the relaxation, whose value bounds the integer optimum.
 
 Goodput-adaptive jobs (`elastic.py`) take the same program with one column per configuration c (a GPU type and a
 number of its GPUs) instead of per type: c_jc counts job j's rounds in c, v_jc is its speed there, the capacity row
 of c's type counts gpus_c c_jc (`MarketInputs.column_types`, `column_gpus`), and everything else reads columns, but
-for the makespan term: M >= L_j / pace_j, the leftover in time at the job's fastest configuration within its share of
-the cluster (`MarketInputs.leftover_pace`).
+for the makespan term: M >= L_j / pace_j, the leftover in time at the job's speed in its fastest configuration within
+its share of the cluster (`MarketInputs.paces`, `elastic.leftover_pace`).
 
 Rounds are interchangeable here: objective and constraints only see how many rounds c_j each job gets. So the
 program has one aggregate capacity row and one integer per job; `packing.py` then lays the counts out in rounds.
@@ -95,6 +95,9 @@ class MarketInputs:
     and a number of its GPUs); empty: one column per type."""
     column_gpus: np.ndarray | None = None
     """GPUs job j takes in column c (n x columns); None: its gang in every column."""
+    paces: np.ndarray | None = None
+    """Equal-share rounds one round of each job's leftover does after the window, so the makespan term counts
+    leftovers in time (M >= L_j / pace_j; `elastic.leftover_pace`); None: 1 for every job."""
 
     @property
     def jobs(self) -> int:
@@ -147,21 +150,6 @@ class MarketInputs:
         all GPUs) less the window."""
         rem = self.remaining_rounds
         return rem >= float(self.scale_factors @ rem) / self.gpus - self.rounds
-
-    @property
-    def leftover_pace(self) -> np.ndarray:
-        """Rounds of equal-share work one round of a job's leftover does, so the makespan term counts leftovers in
-        time: with configurations, the job's fastest one within its share of the cluster (its request, or all GPUs
-        over the active jobs if more), else its fastest at all (a pinned job in a larger one), 1 where it runs
-        nowhere; 1 on GPU types. Why: equal-share work says little of how long an elastic job takes that scales
-        badly, and the market gave the fast configurations to the wrong job."""
-        if not self.column_types:
-            return np.ones(self.jobs)
-        speed = self.speed
-        share = np.maximum(self.scale_factors, self.gpus / self.jobs)[:, None]
-        within = np.where(self.gpus_in_column <= share, speed, 0.0).max(axis=1)
-        fastest = np.where(within > 0, within, speed.max(axis=1))
-        return np.where(fastest > 0, fastest, 1.0)
 
     @property
     def type_cap(self) -> np.ndarray:
@@ -369,13 +357,14 @@ class _Model:
         )
 
     def _add_makespan(self, inputs: MarketInputs) -> None:
-        """M - L_j / pace_j >= 0: the makespan term is the longest leftover, in time (`leftover_pace`)."""
+        """M - L_j / pace_j >= 0: the makespan term is the longest leftover, in time (`MarketInputs.paces`)."""
         n = inputs.jobs
+        pace = np.ones(n) if inputs.paces is None else inputs.paces
         jobs = np.arange(n)
         self._add(
             np.concatenate([jobs, jobs]),
             np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
-            np.concatenate([np.ones(n), -1.0 / inputs.leftover_pace]),
+            np.concatenate([np.ones(n), -1.0 / pace]),
             np.zeros(n),
             np.full(n, highspy.kHighsInf),
         )
@@ -478,12 +467,13 @@ def _rounded(relaxed: np.ndarray, inputs: MarketInputs, floor: np.ndarray | None
     n, columns = whole.shape
     raised = np.zeros_like(whole, dtype=bool)
     order = np.lexsort((np.arange(n * columns), -fraction.ravel()))
-    for short_only in [True, False] if floor is not None else [False]:
+    least = np.zeros(n, dtype=int) if floor is None else floor
+    for short_only in (True, False):
         for index in order:
             j, c = divmod(int(index), columns)
             if fraction[j, c] <= 1e-9:
                 break
-            if raised[j, c] or (short_only and total[j] >= floor[j]):
+            if raised[j, c] or (short_only and total[j] >= least[j]):
                 continue
             t = kinds[c]
             if whole[j, c] < cap[j, c] and total[j] < inputs.rounds and sizes[j, c] <= room[t]:

@@ -65,10 +65,12 @@ def window_inputs(
     speeds: np.ndarray | None = None,
     column_types: tuple[int, ...] = (),
     column_gpus: np.ndarray | None = None,
+    paces: np.ndarray | None = None,
 ) -> tuple[MarketInputs, FairnessView]:
     """The market's inputs and the fairness view of the jobs `ids` (rows in that order), refreshing their finish-time
     targets when the job set changed. `speeds` replaces the rows' own (the elastic window's, restart-discounted);
-    `column_types` and `column_gpus` make the columns configurations (`MarketInputs`)."""
+    `column_types` and `column_gpus` make the columns configurations, `paces` count the makespan term in time
+    (`MarketInputs`)."""
     share = equal_share(view.cluster.gpus, len(ids))
     if refresh_targets:
         targets.reestimate(
@@ -92,6 +94,7 @@ def window_inputs(
         speeds=np.array([r.speeds for r in rows]) if speeds is None else speeds,
         column_types=column_types,
         column_gpus=column_gpus,
+        paces=paces,
     )
     fairness = FairnessView(
         now_s=view.now,
