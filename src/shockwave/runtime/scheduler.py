@@ -212,6 +212,10 @@ class RuntimeScheduler:
         if self.elapsed() < latest:  # a clock set back since the journal was written (or a start_wall edited)
             log.warning("the clock reads %.1f s before the journal's last event: the run goes on from there", latest)
             self.start_wall = self.run_settings["start_wall"] = self.clock.now() - latest
+        recorded = max((r.round + 1 for r in self.rounds), default=0)
+        if self.run_settings.get("rounds", 0) < recorded:  # an edited journal: rounds the policy remembers
+            log.warning("the journal counts fewer rounds than it records (%d): the run goes on from there", recorded)
+            self.run_settings["rounds"] = recorded
         self.loop = SchedulingLoop(
             self.policy,
             self.cluster,
