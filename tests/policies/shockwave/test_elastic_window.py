@@ -247,3 +247,22 @@ def test_the_policy_paces_leftovers_at_the_markets_discounted_speeds(
         assert inputs.paces.tolist() == leftover_pace(inputs.speed, *args).tolist()
         differs += inputs.paces.tolist() != leftover_pace(window.speeds, *args).tolist()
     assert differs > 0  # some window discounted a job's pace-setting configuration
+
+
+def test_windows_over_configurations_take_no_floor_of_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A round in any configuration, one GPU's too, would meet a floor of rounds (see ShockwavePolicy._late_floor).
+    from shockwave.policies.shockwave import policy as module
+
+    floors: list[object] = []
+    real = module.solve_market
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        floors.append(kwargs.get("floor"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, "solve_market", spy)
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "long", epoch_progress=1000.0)
+    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{10 * i},long,1,64" for i in range(12)])
+    simulate(workload, "shockwave", "a:4:4,b:4:4", trace_format="sia", profiles=profiles, round_seconds=60)
+    assert floors and all(floor is None for floor in floors)
