@@ -6,7 +6,6 @@ import itertools
 import json
 import os
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -311,6 +310,7 @@ def test_a_resumed_run_keeps_what_the_policy_learnt(trace: Path, tmp_path: Path)
     assert result["unfinished_jobs"] == [] and len(result["timeline"]) == result["num_rounds"]
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")
 def test_a_journal_counting_fewer_rounds_than_it_records_goes_on_from_the_last(trace: Path, tmp_path: Path) -> None:
     """Round 0 again would date the finish-time targets the policy remembers in the future (a negative fair
     duration, NaN priorities)."""
@@ -318,9 +318,7 @@ def test_a_journal_counting_fewer_rounds_than_it_records_goes_on_from_the_last(t
         run(request(trace, tmp_path, policy="shockwave"), lambda req: DyingScheduler(4, 3, VirtualClock()))
     with Journal(tmp_path / "journal.sqlite").db as db:
         db.execute("UPDATE settings SET value = ? WHERE key = 'rounds'", ("0",))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        result = run(request(trace, tmp_path, "shockwave", resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
+    result = run(request(trace, tmp_path, "shockwave", resume=True), lambda req: FakeBackend(4, steps_per_s=RATE))
     assert result["unfinished_jobs"] == [] and len(result["timeline"]) == result["num_rounds"]
 
 

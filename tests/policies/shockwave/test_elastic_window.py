@@ -17,6 +17,7 @@ from shockwave.policies.shockwave.elastic import ElasticWindow, first_round, lef
 from shockwave.policies.shockwave.fairness import FairnessView
 from shockwave.policies.shockwave.market import Fairness, MarketInputs, solve_market
 from shockwave.policies.sia.configs import Config
+from shockwave.results.model import Result
 from sia_files import toy_application, write_csv
 
 HEADER = "name,time,application,num_replicas,batch_size"
@@ -61,6 +62,34 @@ def _window(
     return ElasticWindow(
         inputs, fairness, COLUMNS, np.array(current), np.array(pinned), speeds.copy(), restart_rounds, factors
     )
+
+
+def _run_long_jobs(
+    tmp_path: Path, jobs: int, apart_s: int, gpus: int, cluster: str, config: ShockwaveConfig | None = None
+) -> Result:
+    """`jobs` toy jobs of 3000 progress (10 minutes on one GPU of a), `apart_s` apart, asking for `gpus` GPUs."""
+    profiles = tmp_path / "profiles"
+    toy_application(profiles, "long", epoch_progress=1000.0)
+    rows = [f"long-{i},{apart_s * i},long,{gpus},64" for i in range(jobs)]
+    workload = write_csv(tmp_path / "long.csv", HEADER, rows)
+    return simulate(
+        workload, "shockwave", cluster, trace_format="sia", profiles=profiles, round_seconds=60, config=config
+    )
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch, name: str) -> list[tuple[tuple[Any, ...], dict[str, Any], Any]]:
+    """Every call the Shockwave policy makes to its module's `name`: (args, kwargs, result)."""
+    from shockwave.policies.shockwave import policy as module
+
+    calls: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
+    real = getattr(module, name)
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs, real(*args, **kwargs)))
+        return calls[-1][2]
+
+    monkeypatch.setattr(module, name, spy)
+    return calls
 
 
 def test_the_market_over_configurations_keeps_each_types_gpus() -> None:
@@ -141,14 +170,12 @@ def test_a_move_pays_back_over_all_the_work_left_and_must_beat_the_move_factor()
 
 
 def test_shockwave_grows_goodput_adaptive_jobs_and_finishes_them(tmp_path: Path) -> None:
-    profiles = tmp_path / "profiles"
-    toy_application(profiles, "long", epoch_progress=1000.0)  # 3000 progress: 10 minutes on one GPU
-    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
-    result = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    result = _run_long_jobs(tmp_path, 4, 30, 2, "a:8:4,b:8:8")
     assert result.complete and len(result.jobs) == 4
     assert all(j.jct_s < 30 + 3000 / 5 for j in result.jobs)  # faster than on one GPU of the faster type
     assert result.model_extra["elastic"]["restarts"] >= 4  # every job moves at least once
-    again = simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    (tmp_path / "again").mkdir()
+    again = _run_long_jobs(tmp_path / "again", 4, 30, 2, "a:8:4,b:8:8")
     assert [j.jct_s for j in again.jobs] == [j.jct_s for j in result.jobs]  # deterministic
 
 
@@ -198,49 +225,22 @@ def test_the_policy_holds_a_moved_job_for_its_stint_and_discounts_by_its_restart
 ) -> None:
     # The toy application restarts in 30 s (Sia's default): with 60 s rounds a moved job has restored by the next
     # round, so only a stint (2 restarts' time: until 90 s after the move) holds it there.
-    from shockwave.policies.shockwave import policy as module
-
-    seen: list[tuple[set[int], np.ndarray]] = []
-    real = module.observe_window
-
-    def spy(*args: Any, **kwargs: Any) -> ElasticWindow:
-        pinned, move_factors = args[5], args[6]  # observe_window(view, ids, forecasts, targets, current, pinned, f)
-        seen.append((set(pinned), move_factors.copy()))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, "observe_window", spy)
-    profiles = tmp_path / "profiles"
-    toy_application(profiles, "long", epoch_progress=1000.0)
-    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
-    config = ShockwaveConfig(elastic_min_stint=stint)
-    result = simulate(
-        workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60, config=config
-    )
+    calls = _spy(monkeypatch, "observe_window")
+    result = _run_long_jobs(tmp_path, 4, 30, 2, "a:8:4,b:8:8", ShockwaveConfig(elastic_min_stint=stint))
     assert result.complete
-    held = sum(len(pinned) for pinned, _ in seen)
+    # observe_window(view, ids, forecasts, targets, current, pinned, move_factors)
+    held = sum(len(args[5]) for args, _, _ in calls)
     assert held > 0 if stint else held == 0
-    assert min(factors.min() for _, factors in seen) < 1.0  # a job that restarted moves at a discount
+    assert min(args[6].min() for args, _, _ in calls) < 1.0  # a job that restarted moves at a discount
 
 
 def test_the_policy_paces_leftovers_at_the_markets_discounted_speeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from shockwave.policies.shockwave import policy as module
-
-    windows: list[ElasticWindow] = []
-    real = module.observe_window
-
-    def spy(*args: Any, **kwargs: Any) -> ElasticWindow:
-        windows.append(real(*args, **kwargs))
-        return windows[-1]
-
-    monkeypatch.setattr(module, "observe_window", spy)
-    profiles = tmp_path / "profiles"
-    toy_application(profiles, "long", epoch_progress=1000.0)
-    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{30 * i},long,2,64" for i in range(4)])
-    simulate(workload, "shockwave", "a:8:4,b:8:8", trace_format="sia", profiles=profiles, round_seconds=60)
+    calls = _spy(monkeypatch, "observe_window")
+    _run_long_jobs(tmp_path, 4, 30, 2, "a:8:4,b:8:8")
     differs = 0
-    for window in windows:
+    for _, _, window in calls:
         inputs = window.inputs
         assert inputs.paces is not None
         args = (inputs.gpus_in_column, inputs.scale_factors, inputs.gpus)
@@ -251,18 +251,6 @@ def test_the_policy_paces_leftovers_at_the_markets_discounted_speeds(
 
 def test_windows_over_configurations_take_no_floor_of_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A round in any configuration, one GPU's too, would meet a floor of rounds (see ShockwavePolicy._late_floor).
-    from shockwave.policies.shockwave import policy as module
-
-    floors: list[object] = []
-    real = module.solve_market
-
-    def spy(*args: Any, **kwargs: Any) -> Any:
-        floors.append(kwargs.get("floor"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(module, "solve_market", spy)
-    profiles = tmp_path / "profiles"
-    toy_application(profiles, "long", epoch_progress=1000.0)
-    workload = write_csv(tmp_path / "long.csv", HEADER, [f"long-{i},{10 * i},long,1,64" for i in range(12)])
-    simulate(workload, "shockwave", "a:4:4,b:4:4", trace_format="sia", profiles=profiles, round_seconds=60)
-    assert floors and all(floor is None for floor in floors)
+    calls = _spy(monkeypatch, "solve_market")
+    _run_long_jobs(tmp_path, 12, 10, 1, "a:4:4,b:4:4")
+    assert calls and all(kwargs.get("floor") is None for _, kwargs, _ in calls)

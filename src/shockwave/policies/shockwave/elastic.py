@@ -113,7 +113,7 @@ def observe_window(
     raw = np.array([r.speeds for r in rows])
     kept = np.array([j in pinned for j in ids]) & (now >= 0)
     pools = {pool.gpu_type: k for k, pool in enumerate(cluster.pools)}
-    gpus = np.repeat(np.array([[c.gpus for c in columns]]), len(ids), axis=0)
+    column_gpus = np.repeat(np.array([[c.gpus for c in columns]]), len(ids), axis=0)
     speeds = _discounted(raw, now, kept, move_factors)
     sizes = np.array([job.scale_factor for job in jobs])
     inputs, fairness = window_inputs(
@@ -125,8 +125,8 @@ def observe_window(
         refresh_targets=refresh_targets,
         speeds=speeds,
         column_types=tuple(pools[c.gpu_type] for c in columns),
-        column_gpus=gpus,
-        paces=leftover_pace(speeds, gpus, sizes, cluster.gpus),
+        column_gpus=column_gpus,
+        paces=leftover_pace(speeds, column_gpus, sizes, cluster.gpus),
     )
     return ElasticWindow(inputs, fairness, columns, now, kept, raw, restarts / view.round_seconds, move_factors)
 
