@@ -30,7 +30,7 @@ require_module("ray", "the runtime needs Ray: pip install 'shockwave[cluster]'")
 
 import torch  # noqa: E402
 
-from shockwave.training.lease import free_port  # noqa: E402
+from shockwave.training.lease import free_port, read_progress  # noqa: E402
 
 MARK = "SHOCKWAVE_TEST_NODE"
 """Each node's processes carry their node's name in this variable: a node is killed by it, and nothing else is."""
@@ -89,21 +89,32 @@ class TwoNodes:
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    def members_on(self, node: str) -> int:
+    def members_on(self, node: str) -> list[int]:
         """Gang members running on `node`: children of its GPU workers' zygotes."""
         pids, parent = set(marked(f"{self.tag}-{node}")), parents()
         zygotes = {pid for pid in pids if "shockwave.runtime.warm" in cmdline(pid)}
-        return sum(parent.get(pid) in zygotes for pid in pids)
+        return [pid for pid in pids if parent.get(pid) in zygotes]
+
+    def training_on(self, node: str) -> bool:
+        """Whether a member on `node` has taken a step: its lease started (a member killed while the run still starts
+        its gang fails the start, which the run simply retries, and restarts nothing)."""
+        for pid in self.members_on(node):
+            with contextlib.suppress(OSError):
+                output = Path(os.readlink(f"/proc/{pid}/fd/1"))  # the member writes to its lease folder's log
+                if (read_progress(output.parent) or {}).get("first_step_at") is not None:
+                    return True
+        return False
 
     def lose_and_restore(self, node: str, until_running: float = TIMEOUT_S) -> None:
-        """Once `node` runs a job, kill every process it holds; start it again a few seconds later, and see jobs run
-        on it again (the run asked Ray for new workers there)."""
-        assert wait_until(lambda: self.members_on(node) > 0, timeout=until_running, poll=0.2)
+        """Once `node` trains a job, kill every process it holds; start it again a few seconds later, and see jobs
+        run on it again (the run asked Ray for new workers there)."""
+        assert wait_until(lambda: self.training_on(node), timeout=until_running, poll=0.2)
         kill_node(f"{self.tag}-{node}")
-        assert self.members_on(node) == 0
+        assert not self.members_on(node)
         time.sleep(5)
         self.start(node)
-        assert wait_until(lambda: self.members_on(node) > 0, timeout=until_running, poll=0.2), "no job ran there again"
+        ran_again = wait_until(lambda: bool(self.members_on(node)), timeout=until_running, poll=0.2)
+        assert ran_again, "no job ran there again"
 
     def close(self) -> None:
         for node in ("k80", "head"):

@@ -27,7 +27,7 @@ class LeaseRun:
     progress: dict[str, Any]
     """Rank 0's last progress report."""
     output: str
-    """The end of rank 0's output (for error messages)."""
+    """The end of rank 0's output and of every member's that failed (for error messages)."""
 
     def rate(self) -> float | None:
         """Steps per second once training started (start-up excluded)."""
@@ -72,8 +72,14 @@ def run_lease(
                 p.kill()
                 p.wait()
     rank0 = folder / "rank-0"
-    output = (rank0 / "output.log").read_text(errors="replace")[-2000:]
+    shown = [rank for rank, code in enumerate(codes) if rank == 0 or code != 0]
+    output = "\n".join(_tail(folder, rank, len(shown) > 1) for rank in shown)
     return LeaseRun(codes, client.read_progress(rank0) or {}, output)
+
+
+def _tail(folder: Path, rank: int, titled: bool) -> str:
+    text = (folder / f"rank-{rank}" / "output.log").read_text(errors="replace")[-2000:]
+    return f"-- rank {rank} --\n{text}" if titled else text
 
 
 def _cut_short(folder: Path, world: int, processes: list[subprocess.Popen], window: float, give_up: float) -> None:
