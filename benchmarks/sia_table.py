@@ -10,7 +10,9 @@ workloads: average and p99 JCT, makespan (last finish less first arrival), the w
 JCT over the job's time alone on an equal share of the cluster, at the GPUs and batch its line asks for) and the share
 of jobs with rho > 1.05. `--write` puts it, and Shockwave against Sia workload by workload, into docs/reproducing.md
 between their markers; `--figure` draws the CDF of
-every job's rho per setting and policy.
+every job's rho per setting and policy. `--held-out` runs the artifact's other workloads (Saturn 4-10, Philly 4-8;
+`make sia-held-out`) and prints the same tables, so that a change chosen on workloads 1-3 is checked on workloads it
+was not chosen on.
 """
 
 from __future__ import annotations
@@ -36,13 +38,22 @@ ROUNDS = {
 s, as Sia's evaluation runs them (a 60 s round is shorter than most restarts, and the time-slicing policies move
 jobs every round)."""
 POLICIES = tuple(policy for policies in ROUNDS.values() for policy in policies)
-SETTINGS = {
-    "heterogeneous": (
-        "aws:24:4,rtx:24:8,dgx-ext:16:8",
-        [f"{t}/workload-{i}.csv" for t in ("saturn", "philly") for i in (1, 2, 3)],
-    ),
-    "homogeneous": ("aws:64:4", [f"philly/workload-{i}.csv" for i in (1, 2, 3)]),
-}
+BAR_WORKLOADS = {"saturn": (1, 2, 3), "philly": (1, 2, 3)}
+"""The workloads of each trace family that the comparison in the docs (and the issues' bars) uses."""
+HELD_OUT = {"saturn": tuple(range(4, 11)), "philly": tuple(range(4, 9))}
+"""The artifact's other workloads (`--held-out`): a change chosen on three workloads is checked on these."""
+
+
+def settings(numbers: dict[str, tuple[int, ...]]) -> dict[str, tuple[str, list[str]]]:
+    """Setting -> its cluster and workload files, for the workload `numbers` of each trace family."""
+
+    def files(*families: str) -> list[str]:
+        return [f"{family}/workload-{i}.csv" for family in families for i in numbers[family]]
+
+    return {
+        "heterogeneous": ("aws:24:4,rtx:24:8,dgx-ext:16:8", files("saturn", "philly")),
+        "homogeneous": ("aws:64:4", files("philly")),
+    }
 
 
 def run_workload(artifact: Path, workload: str, cluster: str, out: Path, workers: int) -> list[dict[str, Any]]:
@@ -102,11 +113,17 @@ def table(rows: dict[str, dict[str, list[dict[str, Any]]]]) -> str:
     return "\n".join(lines)
 
 
-def versus(rows: dict[str, dict[str, list[dict[str, Any]]]], policy: str = "shockwave", peer: str = "sia") -> str:
-    """`policy` against `peer` workload by workload: JCT and makespan as ratios, worst rho and unfair % side by side."""
+def versus(
+    rows: dict[str, dict[str, list[dict[str, Any]]]],
+    workloads: dict[str, tuple[str, list[str]]],
+    policy: str = "shockwave",
+    peer: str = "sia",
+) -> str:
+    """`policy` against `peer` workload by workload (`workloads`: what `settings` gave the rows): JCT and makespan as
+    ratios, worst rho and unfair % side by side."""
     lines = ["| workload | avg JCT | makespan | worst rho | unfair % |", "|---|---|---|---|---|"]
     for setting, by_policy in rows.items():
-        for workload, ours, theirs in zip(SETTINGS[setting][1], by_policy[policy], by_policy[peer], strict=True):
+        for workload, ours, theirs in zip(workloads[setting][1], by_policy[policy], by_policy[peer], strict=True):
             family, _, number = workload.removesuffix(".csv").partition("/workload-")
             lines.append(
                 f"| {family.capitalize()} {number} ({setting}) | {ours['jct'] / theirs['jct']:.3f}x"
@@ -158,9 +175,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--write", action="store_true", help="put both tables into docs/reproducing.md")
     parser.add_argument("--figure", type=Path, help="draw the CDF of rho per setting and policy (a .png)")
+    parser.add_argument(
+        "--held-out", action="store_true", help="Saturn 4-10 and Philly 4-8 instead of 1-3 (not for --write)"
+    )
     args = parser.parse_args()
+    if args.held_out and args.write:
+        parser.error("--write puts the 1-3 comparison into the docs; --held-out is for checking a change")
+    chosen = settings(HELD_OUT if args.held_out else BAR_WORKLOADS)
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for setting, (cluster, workloads) in SETTINGS.items():
+    for setting, (cluster, workloads) in chosen.items():
         rows[setting] = {policy: [] for policy in POLICIES}
         for workload in workloads:
             folder = args.out / setting / workload.replace("/", "-").removesuffix(".csv")
@@ -172,7 +195,7 @@ def main() -> None:
     (args.out / "table.json").write_text(json.dumps(rows, indent=1))
     if args.figure is not None:
         rho_cdf(rows, args.figure)
-    against = versus(rows)
+    against = versus(rows, chosen)
     print(against)
     if args.write:
         PAGE.write_text(write(write(PAGE.read_text(), (BEGIN, END), text), VERSUS, against))
