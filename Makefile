@@ -61,14 +61,14 @@ fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/long --regime long --docs
 
 # Sia's Table 3/4 (docs/reproducing.md) from a copy of Sia's artifact, which cannot ship here (no licence).
+SIA_TABLE = $(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT)
+
 sia-table: $(STAMP)
-	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))
-	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --out results/sia-table --write --figure docs/figures/sia_rho_cdf.png
+	$(SIA_TABLE) --out results/sia-table --write --figure docs/figures/sia_rho_cdf.png
 
 # The same on the artifact's workloads the docs' table leaves out (Saturn 4-10, Philly 4-8): printed, not written.
 sia-held-out: $(STAMP)
-	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))
-	$(BIN)/python benchmarks/sia_table.py --artifact $(SIA_ARTIFACT) --out results/sia-held-out --held-out
+	$(SIA_TABLE) --out results/sia-held-out --held-out
 
 # The docs' results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
 docs-tables: $(STAMP)

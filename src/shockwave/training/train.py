@@ -155,7 +155,8 @@ def _wait_listening(address: str, port: int, give_up_s: float = 300.0) -> None:
 
 
 def train(family: str, seed: int, mode: str) -> None:
-    """Train `family` for the current lease: from the job's checkpoint when it has one, until the lease says stop."""
+    """Train `family` for the current lease: from the job's checkpoint when it has one, until the lease says stop. A
+    gang member's process ends here (`_leave`)."""
     lease = client.current()
     rank, world = lease.rank, lease.world_size
     torch.set_num_threads(1)
