@@ -1,6 +1,6 @@
-"""Shockwave on goodput-adaptive jobs: the window over configurations, the first round taken from it, and whole
-runs on the toy Sia profile (tests/sia_files.py: one GPU of type a at batch 32 makes 5 progress a second; b is
-twice as slow)."""
+"""Shockwave on goodput-adaptive jobs: the window over configurations, the first round taken from it (sized by Sia's
+ILP on one GPU type), and whole runs on the toy Sia profile (tests/sia_files.py: one GPU of type a at batch 32 makes
+5 progress a second; b is twice as slow)."""
 
 from __future__ import annotations
 
@@ -254,3 +254,39 @@ def test_windows_over_configurations_take_no_floor_of_rounds(tmp_path: Path, mon
     calls = _spy(monkeypatch, "solve_market")
     _run_long_jobs(tmp_path, 12, 10, 1, "a:4:4,b:4:4")
     assert calls and all(kwargs.get("floor") is None for _, kwargs, _ in calls)
+
+
+def test_on_one_gpu_type_the_ilp_sizes_every_job_the_market_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _spy(monkeypatch, "sized_by_goodput")
+    result = _run_long_jobs(tmp_path, 8, 60, 1, "a:16:4")
+    assert result.complete and calls
+    resized = 0
+    for (view, _, window, _, taken), _, chosen in calls:
+        assert set(taken) <= set(chosen)  # who runs is the market's
+        assert sum(window.columns[c].gpus for c in chosen.values()) <= view.cluster.gpus
+        assert all(chosen[r] == window.current[r] for r in np.flatnonzero(window.pinned))
+        resized += chosen != taken
+    assert resized > 0  # and some differently from the market
+
+
+def test_on_several_gpu_types_the_market_sizes_the_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = _spy(monkeypatch, "sized_by_goodput")
+    assert _run_long_jobs(tmp_path, 6, 10, 1, "a:4:4,b:4:4").complete
+    assert not calls
+
+
+def test_where_the_ilp_finds_no_plan_the_markets_first_round_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from shockwave.policies.shockwave import sizing
+    from shockwave.policies.solvers.highs import SolverFailure
+
+    def fails(*args: Any, **kwargs: Any) -> dict[int, Config]:
+        raise SolverFailure("no plan")
+
+    monkeypatch.setattr(sizing, "choose", fails)
+    calls = _spy(monkeypatch, "sized_by_goodput")
+    assert _run_long_jobs(tmp_path, 6, 10, 1, "a:8:4").complete
+    assert calls and all(chosen == args[4] for args, _, chosen in calls)

@@ -40,6 +40,7 @@ from shockwave.policies.shockwave.market import (
 )
 from shockwave.policies.shockwave.packing import Placed, TypedRows, arrange, fill, fill_types, pack, pack_types
 from shockwave.policies.shockwave.predictor import JobForecast
+from shockwave.policies.shockwave.sizing import sized_by_goodput
 from shockwave.policies.shockwave.typed_greedy import solve_typed_greedy
 from shockwave.policies.shockwave.window import forecast_row, window_inputs
 
@@ -184,7 +185,10 @@ class ShockwavePolicy(Policy):
             self.stats.fallbacks += 1
             counts = np.zeros((len(ids), len(window.columns)), dtype=int)
         urgency = window.fairness.urgency(self.config.lam, self.config.rhomax)
-        chosen = {ids[r]: window.columns[c] for r, c in first_round(counts, window, urgency).items()}
+        taken = first_round(counts, window, urgency)
+        if len(view.cluster.pools) == 1:
+            taken = sized_by_goodput(view, ids, window, counts, taken)
+        chosen = {ids[r]: window.columns[c] for r, c in taken.items()}
         self.allocations.record(view, {j: (c.gpu_type, c.gpus) for j, c in chosen.items()})
         self.last_run = {j: c.gpu_type for j, c in chosen.items()}
         self.job_set_changed = False

@@ -5,12 +5,16 @@ A = min(round(G^p, 2), CLIP), p < 0 minimises sum A x + lambda_n (jobs - sum x):
 one left out costs lambda_n > 1, so every job that fits is allocated, and those whose goodput grows most with more
 GPUs get them (p > 0 maximises the same sum). At most one configuration per job; per GPU type at most its GPUs.
 A job still restoring a checkpoint keeps its configuration.
+
+Elastic Shockwave sizes its jobs with it on one GPU type (`shockwave/sizing.py`: the market decides who runs, this
+ILP how many GPUs each gets): there a job's terms are weighted (`Option.weight`, 1 for Sia), and a `required` job
+gets one of its configurations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 import highspy
@@ -26,6 +30,9 @@ FLOOR = 1e-4
 """Least goodput a configuration is taken to have (a restart discount of 0 would make G^p infinite)."""
 GAP = 1e-4
 """Relative optimality gap the artifact asks of its MIP solver."""
+P = -0.5
+LAMBDA_N = 1.1
+"""The artifact's p and lambda_n."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class Option:
     job: Hashable
     config: Config
     goodput: float
+    weight: float = 1.0
+    """How much the job's term counts (Sia: 1 for every job)."""
 
 
 def choose(
@@ -42,13 +51,16 @@ def choose(
     p: float,
     lambda_n: float,
     pinned: Mapping[Hashable, Config] | None = None,
+    required: Collection[Hashable] = (),
 ) -> dict[Hashable, Config]:
     """Each allocated job's configuration."""
     pinned = pinned or {}
     # math.pow, not numpy's vectorised power: its kernel (and last bit) depends on the CPU, and this decides plans.
-    cost = np.array([min(round(math.pow(max(o.goodput, FLOOR), p), 2), CLIP) - lambda_n for o in options])
+    cost = np.array([o.weight * (min(round(math.pow(max(o.goodput, FLOOR), p), 2), CLIP) - lambda_n) for o in options])
     keep = [
-        i for i, o in enumerate(options) if (cost[i] < 0 if p < 0 else cost[i] > 0) or pinned.get(o.job) == o.config
+        i
+        for i, o in enumerate(options)
+        if (cost[i] < 0 if p < 0 else cost[i] > 0) or pinned.get(o.job) == o.config or o.job in required
     ]
     if not keep:
         return {}
@@ -64,7 +76,9 @@ def choose(
     lp.col_cost_ = cost[keep]
     lp.col_lower_ = np.array([1.0 if pinned.get(o.job) == o.config else 0.0 for o in kept])
     lp.col_upper_ = np.ones(len(kept))
-    lp.row_lower_ = np.full(lp.num_row_, -highspy.kHighsInf)
+    lp.row_lower_ = np.array(
+        [1.0 if job in required else -highspy.kHighsInf for job in jobs] + [-highspy.kHighsInf] * len(types)
+    )
     lp.row_upper_ = np.array([1.0] * len(jobs) + [float(capacities[t]) for t in types])
     lp.sense_ = highspy.ObjSense.kMinimize if p < 0 else highspy.ObjSense.kMaximize
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise

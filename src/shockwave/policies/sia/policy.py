@@ -21,7 +21,7 @@ from shockwave.core.policy import Policy, SchedulerView
 from shockwave.core.state import JobState
 from shockwave.policies.elastic import Allocations
 from shockwave.policies.sia.configs import Config, Knowledge, configurations, goodput_row, rigid_options
-from shockwave.policies.sia.ilp import Option, choose
+from shockwave.policies.sia.ilp import LAMBDA_N, Option, P, choose
 from shockwave.workload_model.sia.profiles import DEFAULT_RESTART_S
 
 ASSUMED_RESTART_S = {"bert": 120.0, "cifar10": 30.0, "deepspeech2": 25.0, "imagenet": 250.0, "yolov3": 45.0}
@@ -36,7 +36,7 @@ class SiaPolicy(Policy):
     kept = ("allocations",)
     allocations: Allocations
 
-    def __init__(self, p: float = -0.5, lambda_n: float = 1.1, project_throughputs: bool = True) -> None:
+    def __init__(self, p: float = P, lambda_n: float = LAMBDA_N, project_throughputs: bool = True) -> None:
         if not (math.isfinite(p) and p != 0):
             raise InputError(f"policy 'sia': p must be a non-zero number, got {p!r}")
         if not (math.isfinite(lambda_n) and (lambda_n > 1 if p < 0 else lambda_n >= 0)):

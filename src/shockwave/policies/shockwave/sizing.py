@@ -1,0 +1,61 @@
+"""Elastic Shockwave on one GPU type: the market decides who runs this round, Sia's ILP how many GPUs each gets.
+
+The window's first round (`elastic.first_round`) follows the market's plan, and its configurations follow the
+plan's rounds, which move as the jobs' goodput estimates do: on homogeneous Philly 1 shockwave spent 8% more
+GPU-hours than Sia for the same work, in twice Sia's restarts and in configurations past the point where a job's
+goodput stops growing. Here the jobs the first round runs keep running, and Sia's allocation ILP (`sia/ilp.py`)
+sizes them, with every job the GPUs left can take: each configuration valued by the job's goodput there over its
+worst (`sia/configs.goodput_row`), every configuration but a running job's current one at the job's move factor
+(`ElasticWindow.move_factors`), each job's terms weighted by 1 + its share of the window's rounds in the market's
+plan (the market's long view: a job the plan runs more gets GPUs before one it runs less), and jobs still restoring
+or within their stint kept as they are.
+
+Only on one GPU type. Measured against our `sia` on Sia's homogeneous setting (64 GPUs; ratios to Sia's in the
+same run), Philly 1-8: average JCT 0.81-0.91x (with the market's sizing 0.85-1.03x), makespan 0.95-1.06x
+(1.03-1.16x) and fewer unfair jobs than Sia on all eight (the market's: more on Philly 1); Saturn 1-3 on the same
+GPUs, makespan 1.01-1.03x (1.11-1.24x). Weighting by 1 + twice the share instead: makespan up to 1.11x on Philly
+4-8. On several types the market's sizing is what keeps jobs fair: with this ILP's, Saturn 1-3 had worst rho
+1.37-1.46 and 1.9-6.9% unfair jobs (at most 1.08 and 0.6% with the market's), and 1.10-1.41 and 0.6-4.4% with each
+job held to the type the market chose."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from shockwave.core.policy import SchedulerView
+from shockwave.policies.shockwave.elastic import ElasticWindow
+from shockwave.policies.sia.configs import Knowledge, goodput_row, rigid_options
+from shockwave.policies.sia.ilp import LAMBDA_N, Option, P, choose
+from shockwave.policies.solvers.highs import SolverFailure
+
+
+def sized_by_goodput(
+    view: SchedulerView, ids: list[int], window: ElasticWindow, counts: np.ndarray, taken: dict[int, int]
+) -> dict[int, int]:
+    """Job row -> column: the rows `taken` runs (and any others that fit), each in the configuration Sia's ILP gives
+    it, each job's terms weighted by 1 + its share of the window's rounds in the market's plan (`counts`); `taken`
+    itself where the ILP finds no plan that runs them all."""
+    share = counts.sum(axis=1) / window.inputs.rounds
+    columns = window.columns
+    index = {config: c for c, config in enumerate(columns)}
+    options = []
+    for row, job_id in enumerate(ids):
+        job = view.jobs[job_id]
+        if job.spec.elastic:
+            values = goodput_row(job, columns, view.goodput, Knowledge.of(job), view.cluster.types)
+            found = list(zip(columns, values.tolist(), strict=True))
+        else:
+            found = rigid_options(job, view.cluster.types)
+        now = int(window.current[row])
+        factor = 1.0 if now < 0 else float(window.move_factors[row])
+        weight = 1.0 + share[row]
+        options += [
+            Option(row, config, value if index[config] == now else value * factor, weight) for config, value in found
+        ]
+    pinned = {row: columns[int(window.current[row])] for row in np.flatnonzero(window.pinned).tolist()}
+    capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
+    try:
+        chosen = choose(options, capacities, p=P, lambda_n=LAMBDA_N, pinned=pinned, required=set(taken))
+    except SolverFailure:
+        return taken
+    return {row: index[config] for row, config in chosen.items()}
