@@ -290,3 +290,14 @@ def test_where_the_ilp_finds_no_plan_the_markets_first_round_stands(
     calls = _spy(monkeypatch, "sized_by_goodput")
     assert _run_long_jobs(tmp_path, 6, 10, 1, "a:8:4").complete
     assert calls and all(chosen == args[4] for args, _, chosen in calls)
+
+
+def test_the_ilp_weighs_each_job_by_the_markets_two_terms() -> None:
+    from shockwave.policies.shockwave.sizing import weights
+
+    window = _window(np.ones((3, 5)), [-1, -1, -1], [False] * 3)
+    inputs = replace(window.inputs, remaining_s=np.array([600.0, 1200.0, 1200.0]), paces=np.array([1.0, 1.0, 2.0]))
+    counts = np.zeros((3, 5), dtype=int)
+    counts[0, 0], counts[1, 2] = 10, 5  # shares of the 10-round window: 1, 0.5, 0
+    # leftovers in time: 10, 20 and 10 rounds, over the longest: 0.5, 1, 0.5
+    assert weights(replace(window, inputs=inputs), counts).tolist() == [2.5, 2.5, 1.5]

@@ -6,17 +6,18 @@ GPU-hours than Sia for the same work, in twice Sia's restarts and in configurati
 goodput stops growing. Here the jobs the first round runs keep running, and Sia's allocation ILP (`sia/ilp.py`)
 sizes them, with every job the GPUs left can take: each configuration valued by the job's goodput there over its
 worst (`sia/configs.goodput_row`), every configuration but a running job's current one at the job's move factor
-(`ElasticWindow.move_factors`), each job's terms weighted by 1 + its share of the window's rounds in the market's
-plan (the market's long view: a job the plan runs more gets GPUs before one it runs less), and jobs still restoring
-or within their stint kept as they are.
+(`ElasticWindow.move_factors`), each job's terms weighted by the market's two terms (`weights`: its share of the
+window's rounds in the plan and its leftover in time, so the plan's long view and the job that sets the makespan
+get GPUs first), and jobs still restoring or within their stint kept as they are.
 
 Only on one GPU type. Measured against our `sia` on Sia's homogeneous setting (64 GPUs; ratios to Sia's in the
-same run), Philly 1-8: average JCT 0.81-0.91x (with the market's sizing 0.85-1.03x), makespan 0.95-1.06x
-(1.03-1.16x) and fewer unfair jobs than Sia on all eight (the market's: more on Philly 1); Saturn 1-3 on the same
-GPUs, makespan 1.01-1.03x (1.11-1.24x). Weighting by 1 + twice the share instead: makespan up to 1.11x on Philly
-4-8. On several types the market's sizing is what keeps jobs fair: with this ILP's, Saturn 1-3 had worst rho
-1.37-1.46 and 1.9-6.9% unfair jobs (at most 1.08 and 0.6% with the market's), and 1.10-1.41 and 0.6-4.4% with each
-job held to the type the market chose."""
+same run), Philly 1-8: average JCT 0.88-0.98x, makespan 0.95-1.02x (geometric mean 0.997), worst rho 2.04-2.66
+(Sia's 6.08-10.03), unfair jobs 45.0% on average (Sia's 44.1%). With the market's sizing: 0.85-1.03x, 1.03-1.16x,
+1.65-2.40, 39.2%. Weighted by 1 + the share alone: 0.81-0.91x, 0.95-1.06x (1.016), 37.7% unfair; by 1 + a quarter
+of the leftover too, the same makespans as the share alone on Philly 4-8. On several types the market's sizing is
+what keeps jobs fair: with this ILP's (share weights), Saturn 1-3 had worst rho 1.37-1.46 and 1.9-6.9% unfair jobs
+(at most 1.08 and 0.6% with the market's), and 1.10-1.41 and 0.6-4.4% with each job held to the type the market
+chose."""
 
 from __future__ import annotations
 
@@ -33,9 +34,8 @@ def sized_by_goodput(
     view: SchedulerView, ids: list[int], window: ElasticWindow, counts: np.ndarray, taken: dict[int, int]
 ) -> dict[int, int]:
     """Job row -> column: the rows `taken` runs (and any others that fit), each in the configuration Sia's ILP gives
-    it, each job's terms weighted by 1 + its share of the window's rounds in the market's plan (`counts`); `taken`
-    itself where the ILP finds no plan that runs them all."""
-    share = counts.sum(axis=1) / window.inputs.rounds
+    it, each job's terms weighted by `weights`; `taken` itself where the ILP finds no plan that runs them all."""
+    weight = weights(window, counts)
     columns = window.columns
     index = {config: c for c, config in enumerate(columns)}
     options = []
@@ -48,9 +48,9 @@ def sized_by_goodput(
             found = rigid_options(job, view.cluster.types)
         now = int(window.current[row])
         factor = 1.0 if now < 0 else float(window.move_factors[row])
-        weight = 1.0 + share[row]
         options += [
-            Option(row, config, value if index[config] == now else value * factor, weight) for config, value in found
+            Option(row, config, value if index[config] == now else value * factor, weight[row])
+            for config, value in found
         ]
     pinned = {row: columns[int(window.current[row])] for row in np.flatnonzero(window.pinned).tolist()}
     capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
@@ -59,3 +59,14 @@ def sized_by_goodput(
     except SolverFailure:
         return taken
     return {row: index[config] for row, config in chosen.items()}
+
+
+def weights(window: ElasticWindow, counts: np.ndarray) -> np.ndarray:
+    """1 + the job's share of the window's rounds in the plan (the welfare's view) + its leftover in time over the
+    longest one (the makespan term's, `leftover_pace`): the market's two terms, each in [0, 1]."""
+    inputs = window.inputs
+    share = counts.sum(axis=1) / inputs.rounds
+    paces = np.ones(inputs.jobs) if inputs.paces is None else inputs.paces
+    left = inputs.remaining_rounds / paces
+    longest = left.max(initial=0.0)
+    return 1.0 + share + (left / longest if longest > 0 else 0.0)
