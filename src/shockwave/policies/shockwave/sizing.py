@@ -14,7 +14,7 @@ Only on one GPU type. Measured against our `sia` on Sia's homogeneous setting (6
 same run), Philly 1-8: average JCT 0.88-0.98x, makespan 0.95-1.02x (geometric mean 0.997), worst rho 2.04-2.66
 (Sia's 6.08-10.03), unfair jobs 45.0% on average (Sia's 44.1%). With the market's sizing: 0.85-1.03x, 1.03-1.16x,
 1.65-2.40, 39.2%. Weighted by 1 + the share alone: 0.81-0.91x, 0.95-1.06x (1.016), 37.7% unfair; by 1 + a quarter
-of the leftover too, the same makespans as the share alone on Philly 4-8. On several types the market's sizing is
+of the leftover too, about the makespans of the share alone on Philly 4-8. On several types the market's sizing is
 what keeps jobs fair: with this ILP's (share weights), Saturn 1-3 had worst rho 1.37-1.46 and 1.9-6.9% unfair jobs
 (at most 1.08 and 0.6% with the market's), and 1.10-1.41 and 0.6-4.4% with each job held to the type the market
 chose."""
