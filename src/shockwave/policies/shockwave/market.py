@@ -112,6 +112,11 @@ class MarketInputs:
         return np.ones((self.jobs, 1)) if self.speeds is None else self.speeds
 
     @property
+    def pace(self) -> np.ndarray:
+        """`paces`, or 1 for every job."""
+        return np.ones(self.jobs) if self.paces is None else self.paces
+
+    @property
     def columns(self) -> int:
         """Columns per job: GPU types, or configurations with `column_types`."""
         return len(self.column_types) or len(self.capacities)
@@ -359,12 +364,11 @@ class _Model:
     def _add_makespan(self, inputs: MarketInputs) -> None:
         """M - L_j / pace_j >= 0: the makespan term is the longest leftover, in time (`MarketInputs.paces`)."""
         n = inputs.jobs
-        pace = np.ones(n) if inputs.paces is None else inputs.paces
         jobs = np.arange(n)
         self._add(
             np.concatenate([jobs, jobs]),
             np.concatenate([np.full(n, self.makespan), self.leftover + jobs]),
-            np.concatenate([np.ones(n), -1.0 / pace]),
+            np.concatenate([np.ones(n), -1.0 / inputs.pace]),
             np.zeros(n),
             np.full(n, highspy.kHighsInf),
         )

@@ -25,8 +25,8 @@ import numpy as np
 
 from shockwave.core.policy import SchedulerView
 from shockwave.policies.shockwave.elastic import ElasticWindow
-from shockwave.policies.sia.configs import Knowledge, goodput_row, rigid_options
-from shockwave.policies.sia.ilp import LAMBDA_N, Option, P, choose
+from shockwave.policies.sia.ilp import LAMBDA_N, P, choose
+from shockwave.policies.sia.policy import job_options
 from shockwave.policies.solvers.highs import SolverFailure
 
 
@@ -40,18 +40,9 @@ def sized_by_goodput(
     index = {config: c for c, config in enumerate(columns)}
     options = []
     for row, job_id in enumerate(ids):
-        job = view.jobs[job_id]
-        if job.spec.elastic:
-            values = goodput_row(job, columns, view.goodput, Knowledge.of(job), view.cluster.types)
-            found = list(zip(columns, values.tolist(), strict=True))
-        else:
-            found = rigid_options(job, view.cluster.types)
         now = int(window.current[row])
-        factor = 1.0 if now < 0 else float(window.move_factors[row])
-        options += [
-            Option(row, config, value if index[config] == now else value * factor, weight[row])
-            for config, value in found
-        ]
+        current, factor = (None, 1.0) if now < 0 else (columns[now], float(window.move_factors[row]))
+        options += job_options(row, view.jobs[job_id], view, columns, current, factor, weight=float(weight[row]))
     pinned = {row: columns[int(window.current[row])] for row in np.flatnonzero(window.pinned).tolist()}
     capacities = {pool.gpu_type: pool.gpus for pool in view.cluster.pools}
     try:
@@ -66,7 +57,6 @@ def weights(window: ElasticWindow, counts: np.ndarray) -> np.ndarray:
     longest one (the makespan term's, `leftover_pace`): the market's two terms, each in [0, 1]."""
     inputs = window.inputs
     share = counts.sum(axis=1) / inputs.rounds
-    paces = np.ones(inputs.jobs) if inputs.paces is None else inputs.paces
-    left = inputs.remaining_rounds / paces
+    left = inputs.remaining_rounds / inputs.pace
     longest = left.max(initial=0.0)
     return 1.0 + share + (left / longest if longest > 0 else 0.0)

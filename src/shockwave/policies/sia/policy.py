@@ -12,6 +12,7 @@ configuration. Constants are the artifact's (`sia.py`, aaf7a0d).
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from typing import Any
 
 from shockwave.core.cluster import ClusterSpec
@@ -62,23 +63,12 @@ class SiaPolicy(Policy):
         return RoundPlan(tuple(Assignment((j,), c.gpu_type, c.gpus) for j, c in sorted(chosen.items())))
 
     def _options(self, view: SchedulerView, job: JobState) -> list[Option]:
-        if not job.spec.elastic:
-            found = rigid_options(job, view.cluster.types)
-        elif view.goodput is None:
-            raise InputError("policy 'sia': elastic jobs need a goodput model (Sia's workloads with their profiles)")
-        else:
-            configs = self.configs(view.cluster)
-            row = goodput_row(job, configs, view.goodput, Knowledge.of(job), view.cluster.types, project=self.project)
-            found = list(zip(configs, row.tolist(), strict=True))
         now = self.allocations.current.get(job.id)
         if now is None:  # a job that waits (or never ran) loses nothing by starting
-            return [Option(job.id, config, value) for config, value in found]
+            return job_options(job.id, job, view, self.configs(view.cluster), None, 1.0, project=self.project)
         penalty = ASSUMED_RESTART_S.get(job.family.name, DEFAULT_RESTART_S)
         factor = self.allocations.move_factor(job, view.now, penalty)
-        return [
-            Option(job.id, config, value if now == (config.gpu_type, config.gpus) else value * factor)
-            for config, value in found
-        ]
+        return job_options(job.id, job, view, self.configs(view.cluster), Config(*now), factor, project=self.project)
 
     def job_added(self, view: SchedulerView, job: JobState) -> None:
         self.allocations.added()
@@ -88,3 +78,26 @@ class SiaPolicy(Policy):
 
     def job_removed(self, view: SchedulerView, job: JobState) -> None:
         self.allocations.forget(job)
+
+
+def job_options(
+    key: Hashable,
+    job: JobState,
+    view: SchedulerView,
+    configs: list[Config],
+    current: Config | None,
+    factor: float,
+    *,
+    project: bool = True,
+    weight: float = 1.0,
+) -> list[Option]:
+    """The job's options for the ILP, under `key`: an elastic job's goodput row over `configs`, a rigid job's gang
+    on each type; every configuration but `current` (the one it runs in, if any) at `factor`, its move factor."""
+    if not job.spec.elastic:
+        found = rigid_options(job, view.cluster.types)
+    elif view.goodput is None:
+        raise InputError("policy 'sia': elastic jobs need a goodput model (Sia's workloads with their profiles)")
+    else:
+        row = goodput_row(job, configs, view.goodput, Knowledge.of(job), view.cluster.types, project=project)
+        found = list(zip(configs, row.tolist(), strict=True))
+    return [Option(key, config, value if config == current else value * factor, weight) for config, value in found]
