@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE := $(VENV)/.installed-base
 
-.PHONY: demo test browser bench fidelity docs docs-tables sia-table sia-held-out lint clean
+.PHONY: demo test browser bench fidelity docs docs-tables sia-table sia-held-out sia-bound lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,6 +69,10 @@ sia-table: $(STAMP)
 # The same on the artifact's workloads the docs' table leaves out (Saturn 4-10, Philly 4-8): printed, not written.
 sia-held-out: $(STAMP)
 	$(SIA_TABLE) --out results/sia-held-out --held-out
+
+# The least worst rho any schedule can give each homogeneous Philly workload, beside what the policies got in the two above.
+sia-bound: $(STAMP)
+	$(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))$(BIN)/python benchmarks/sia_fairness_bound.py --artifact $(SIA_ARTIFACT)
 
 # The docs' results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
 docs-tables: $(STAMP)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+ONE_GPU = (1, 1, 32.0, 0.2, 0.0)
+"""What a job times on one GPU of the toy application's type a at per-GPU batch 32 (a `Measurement`)."""
+
 
 def write_csv(path: Path, header: str, rows: list[str]) -> Path:
     path.write_text("\n".join([header, *rows]) + "\n")

@@ -8,21 +8,12 @@ from pathlib import Path
 import pytest
 
 from shockwave.core.cluster import ClusterSpec
-from shockwave.workload_model.goodput import Training, goodput_of
+from shockwave.workload_model.goodput import Training
 from shockwave.workload_model.sia.goodput import SiaGoodput, epoch_of, split
 from shockwave.workload_model.sia.rigid import read_sia_workload
+from sia_files import ONE_GPU
 
 CLUSTER = "a:8:4,b:8:8"
-ONE_GPU = (1, 1, 32.0, 0.2, 0.0)
-"""What a job times on one GPU of a at per-GPU batch 32."""
-
-
-@pytest.fixture
-def model(sia_workload: Path, sia_profiles: Path) -> SiaGoodput:
-    _, _, tm = read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER), elastic=True)
-    found = goodput_of(tm)
-    assert isinstance(found, SiaGoodput)
-    return found
 
 
 def test_split_takes_as_few_accumulation_steps_as_fit() -> None:

@@ -22,7 +22,7 @@ import bisect
 import functools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shockwave.workload_model.goodput import Advanced, Measurement, Training
 from shockwave.workload_model.sia.fit import StepModel, fit
@@ -95,13 +95,12 @@ class SiaGoodput:
             timed = profile.step(placement, training.local)
             if timed is None:
                 break
-            step, sync = timed
             shape = (len(placement), gpus, float(training.local))
             if shape not in known:
-                known[shape] = (*shape, step, sync)
+                known[shape] = (*shape, *timed)
                 new.append(known[shape])
             training = Training(gpus, training.local, training.accumulation, epoch)
-            rate = app.gain(training.batch, epoch) / ((step + training.accumulation * (step - sync)) * app.slowdown)
+            rate = app.gain(training.batch, epoch) / self.step_seconds(app, timed, training)
             to_end = (ends[epoch] - done) / rate
             if trained + to_end > seconds:
                 done, trained = done + rate * (seconds - trained), seconds
@@ -133,9 +132,29 @@ class SiaGoodput:
             local, accumulation = split(max(app.init_batch, low * gpus), gpus, high, app.init_batch)
         else:
             local, accumulation = best[1], best[2]
-        local = min(local, int(app.types[gpu_type].max_local_bsz_at(gpus) or local))
-        local = min(local, int(app.max_batch / (gpus * (accumulation + 1))))
-        return Training(gpus, max(local, 1), accumulation, epoch)
+        return _within_limits(app, gpu_type, Training(gpus, local, accumulation, epoch))
+
+    def choices(self, model: str, gpu_type: str, placement: tuple[int, ...]) -> tuple[Training, ...]:
+        """Everything a job may train with on a placement, whatever it measured: its first batch and each batch its
+        search may pick (at epoch 0; none where it cannot run there). A bound on what any schedule gets from a job
+        (`fairness_bound.py`) takes the best of them."""
+        app = self.applications[model]
+        low, high = self.local_range(app, gpu_type)
+        high = min(high, app.types[gpu_type].max_local_bsz(placement))
+        if high < low:
+            return ()
+        gpus = sum(placement)
+        first = split(max(app.init_batch, low * gpus), gpus, high, app.init_batch)
+        searched = _candidates(app.init_batch, Search(len(placement), gpus, app.max_batch, low, high))
+        picks = {_within_limits(app, gpu_type, Training(gpus, *pick, 0)) for pick in (first, *searched)}
+        return tuple(sorted(picks, key=lambda t: (t.local, t.accumulation)))
+
+    @staticmethod
+    def step_seconds(app: Application, timed: tuple[float, float], training: Training) -> float:
+        """Seconds of one optimizer step (accumulation included, slowed as the application is calibrated) of a job
+        training with `training` at a placement whose step takes `timed` (seconds, of which synchronisation)."""
+        step, sync = timed
+        return (step + training.accumulation * (step - sync)) * app.slowdown
 
     @staticmethod
     def _search(app: Application, steps: StepModel, noise: Training, s: Search) -> tuple[float, int, int] | None:
@@ -190,16 +209,32 @@ class SiaGoodput:
 def _timed_candidates(init_batch: int, steps: StepModel, s: Search) -> tuple[tuple[int, int, int, float], ...]:
     """(global batch, per-GPU batch, accumulation steps, fitted seconds per step) of each candidate of a search
     whose per-GPU batch lies in [low, high]: 50 global batches geometric from the smallest the GPUs may run."""
+    return tuple(
+        (s.gpus * local * (accumulation + 1), local, accumulation, steps.step_s(s.nodes, s.gpus, local, accumulation))
+        for local, accumulation in _candidates(init_batch, s)
+    )
+
+
+def _candidates(init_batch: int, s: Search) -> tuple[tuple[int, int], ...]:
+    """(per-GPU batch, accumulation steps) of each of a search's 50 global batches, geometric from the smallest the
+    GPUs may run, whose per-GPU batch lies in [low, high]."""
     smallest = max(init_batch, s.low * s.gpus)
     ratio = max(smallest, s.max_batch) / smallest
     found = []
     for i in range(BATCH_CANDIDATES):
-        batch = smallest * ratio ** (i / (BATCH_CANDIDATES - 1))
-        local, accumulation = split(batch, s.gpus, s.high, init_batch)
+        local, accumulation = split(smallest * ratio ** (i / (BATCH_CANDIDATES - 1)), s.gpus, s.high, init_batch)
         if s.low <= local <= s.high:
-            seconds = steps.step_s(s.nodes, s.gpus, local, accumulation)
-            found.append((s.gpus * local * (accumulation + 1), local, accumulation, seconds))
+            found.append((local, accumulation))
     return tuple(found)
+
+
+def _within_limits(app: Application, gpu_type: str, training: Training) -> Training:
+    """`training` with its per-GPU batch cut to what the type measured on that many GPUs and to the application's
+    largest global batch (at least 1)."""
+    gpus, local, accumulation = training.gpus, training.local, training.accumulation
+    local = min(local, int(app.types[gpu_type].max_local_bsz_at(gpus) or local))
+    local = min(local, int(app.max_batch / (gpus * (accumulation + 1))))
+    return replace(training, local=max(local, 1))
 
 
 def epoch_of(app: Application, done: float) -> int:

@@ -1,0 +1,115 @@
+"""The least worst rho of any schedule: what a job may train with, the GPU-time it needs to finish within a span, and
+the bound itself, hand-checked on single-configuration jobs and never above what a policy gets on the toy profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shockwave.api import simulate
+from shockwave.core.cluster import ClusterSpec
+from shockwave.core.errors import InputError
+from shockwave.workload_model.goodput import Training, goodput_of
+from shockwave.workload_model.sia.fairness_bound import (
+    LAMBDAS,
+    JobWindow,
+    distinct_placements,
+    fits,
+    least_worst_rho,
+    orders,
+    partitions,
+    windows,
+)
+from shockwave.workload_model.sia.goodput import SiaGoodput
+from shockwave.workload_model.sia.rigid import read_sia_workload
+from sia_files import ONE_GPU
+
+CLUSTER = "a:8:4"
+
+
+def one_configuration(arrival: float, basis: float, gpus: int, seconds: float) -> JobWindow:
+    """A job that runs only on `gpus` GPUs and takes `seconds` there: it needs gpus x seconds within any span of at
+    least `seconds`."""
+    return JobWindow(arrival, basis, (gpus + LAMBDAS) * seconds, gpus)
+
+
+def test_placements_cover_every_order_and_shape() -> None:
+    assert list(partitions(5, 4, 2)) == [(4, 1), (3, 2)]
+    assert list(partitions(5, 2, 2)) == []
+    assert list(orders((2, 1, 1))) == [(1, 1, 2), (1, 2, 1), (2, 1, 1)]
+    assert len(list(orders((4,) * 16))) == 1  # repeats are not permuted
+
+
+def test_every_profiled_placement_and_every_unprofiled_shape(model: SiaGoodput) -> None:
+    profile = model.applications["toy"].types["a"]
+    found = distinct_placements(profile, 8, 4, 2)
+    # Profiled: (1,), (2,), (4,), (4, 4). Not profiled: (3,) on one server, and two servers for 2-8 GPUs but 8 (only
+    # (4, 4), which is).
+    assert {p for p in found if p in profile.placements} == {(1,), (2,), (4,), (4, 4)}
+    assert sorted((len(p), sum(p)) for p in found if p not in profile.placements) == [
+        (1, 3),
+        *((2, gpus) for gpus in range(2, 8)),
+    ]
+
+
+def test_a_job_may_train_with_its_first_batch_and_whatever_its_search_picks(model: SiaGoodput) -> None:
+    for placement in ((1,), (2,), (4,), (4, 4)):
+        choices = model.choices("toy", "a", placement)
+        first = model.advance("toy", "a", placement, 0.0, 0.01, training=None, measured=(), restarted=True)
+        learned = model.advance(
+            "toy", "a", placement, 0.0, 0.01, training=Training(1, 32, 0, 1), measured=[ONE_GPU], restarted=True
+        )
+        for ran in (first, learned):
+            assert ran.training is not None
+            assert (ran.training.local, ran.training.accumulation) in {(c.local, c.accumulation) for c in choices}
+    assert model.choices("toy", "a", (4, 4, 4, 4)) == ()  # nothing measured that large
+
+
+def test_the_gpu_time_to_finish_within_a_span_never_exceeds_a_real_run(model: SiaGoodput) -> None:
+    (job,) = windows(model, ["toy"], [0.0], [1.0], ClusterSpec.parse(CLUSTER))
+    for placement in ((1,), (2,), (4,), (2, 2)):  # its largest gang is 4 (batch 64 at 16 a GPU)
+        ran = model.advance("toy", "a", placement, 0.0, 1e6, training=None, measured=(), restarted=True)
+        assert ran.done == pytest.approx(30.0)
+        assert job.least_gpu_seconds(ran.trained_s) <= sum(placement) * ran.trained_s + 1e-9
+    spans = [0.5, 1, 2, 4, 8, 100]
+    needs = [job.least_gpu_seconds(span) for span in spans]
+    assert needs == sorted(needs, reverse=True)  # more time never costs more GPU-time
+    assert job.least_gpu_seconds(0.0) == float("inf")
+
+
+def test_two_jobs_that_each_need_the_whole_cluster_finish_one_after_the_other() -> None:
+    # 2 GPUs; each job needs both for 100 s; both arrive at 0 with rho's basis 100 s: one ends at 100 s, the other
+    # at 200 s at best, so the worst rho is 2.
+    jobs = [one_configuration(0.0, 100.0, 2, 100.0), one_configuration(0.0, 100.0, 2, 100.0)]
+    assert not fits(jobs, np.array([100.0, 199.0]), 2)
+    assert fits(jobs, np.array([100.0, 200.0]), 2)
+    assert 1.99 < least_worst_rho(jobs, 2) <= 2.0
+    # With four GPUs both end at 100 s; a job that cannot finish by `by` makes every rho unreachable.
+    assert least_worst_rho(jobs, 4) <= 1.0
+    assert least_worst_rho(jobs, 2, by=150.0) == 64.0
+
+
+def test_a_job_never_gets_more_than_its_largest_gang_at_a_time() -> None:
+    # One job of 1 GPU x 100 s on a 4-GPU cluster: however idle the cluster, it ends at 100 s at the earliest.
+    job = one_configuration(0.0, 200.0, 1, 100.0)
+    assert 0.49 < least_worst_rho([job], 4) <= 0.5
+
+
+def test_no_policy_beats_the_bound(sia_workload: Path, sia_profiles: Path) -> None:
+    cluster = ClusterSpec.parse(CLUSTER)
+    jobs, profiles, tm = read_sia_workload(sia_workload, sia_profiles, cluster, elastic=True)
+    found = windows(
+        goodput_of(tm), [j.model for j in jobs], [j.arrival for j in jobs], [p.t_isolated for p in profiles], cluster
+    )
+    bound = least_worst_rho(found, cluster.gpus)
+    assert bound > 0
+    for policy in ("sia", "shockwave"):
+        result = simulate(sia_workload, policy, CLUSTER, trace_format="sia", profiles=sia_profiles, round_seconds=60)
+        assert result.worst_ftf >= bound
+
+
+def test_one_gpu_type_only(model: SiaGoodput) -> None:
+    with pytest.raises(InputError, match="one GPU type"):
+        windows(model, ["toy"], [0.0], [1.0], ClusterSpec.parse("a:8:4,b:8:8"))
