@@ -10,6 +10,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from shockwave.core.cluster import ClusterSpec
+from shockwave.workload_model.goodput import goodput_of
+from shockwave.workload_model.sia.goodput import SiaGoodput
+from shockwave.workload_model.sia.rigid import read_sia_workload
 from sia_files import toy_application, toy_workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,3 +114,12 @@ def sia_profiles(tmp_path: Path) -> Path:
 def sia_workload(tmp_path: Path) -> Path:
     """A Sia-format workload of four `toy` jobs."""
     return toy_workload(tmp_path)
+
+
+@pytest.fixture
+def toy_goodput(sia_workload: Path, sia_profiles: Path) -> SiaGoodput:
+    """The `toy` application's goodput model on `a:8:4,b:8:8`."""
+    _, _, tm = read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse("a:8:4,b:8:8"), elastic=True)
+    found = goodput_of(tm)
+    assert isinstance(found, SiaGoodput)
+    return found

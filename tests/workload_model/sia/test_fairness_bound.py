@@ -42,8 +42,8 @@ def test_placements_cover_every_order_and_shape() -> None:
     assert len(list(orders((4,) * 16))) == 1  # repeats are not permuted
 
 
-def test_every_profiled_placement_and_every_unprofiled_shape(model: SiaGoodput) -> None:
-    profile = model.applications["toy"].types["a"]
+def test_every_profiled_placement_and_every_unprofiled_shape(toy_goodput: SiaGoodput) -> None:
+    profile = toy_goodput.applications["toy"].types["a"]
     found = distinct_placements(profile, 8, 4, 2)
     # Profiled: (1,), (2,), (4,), (4, 4). Not profiled: (3,) on one server, and two servers for 2-8 GPUs but 8 (only
     # (4, 4), which is).
@@ -54,23 +54,23 @@ def test_every_profiled_placement_and_every_unprofiled_shape(model: SiaGoodput) 
     ]
 
 
-def test_a_job_may_train_with_its_first_batch_and_whatever_its_search_picks(model: SiaGoodput) -> None:
+def test_a_job_may_train_with_its_first_batch_and_whatever_its_search_picks(toy_goodput: SiaGoodput) -> None:
     for placement in ((1,), (2,), (4,), (4, 4)):
-        choices = model.choices("toy", "a", placement)
-        first = model.advance("toy", "a", placement, 0.0, 0.01, training=None, measured=(), restarted=True)
-        learned = model.advance(
+        choices = toy_goodput.choices("toy", "a", placement)
+        first = toy_goodput.advance("toy", "a", placement, 0.0, 0.01, training=None, measured=(), restarted=True)
+        learned = toy_goodput.advance(
             "toy", "a", placement, 0.0, 0.01, training=Training(1, 32, 0, 1), measured=[ONE_GPU], restarted=True
         )
         for ran in (first, learned):
             assert ran.training is not None
             assert (ran.training.local, ran.training.accumulation) in {(c.local, c.accumulation) for c in choices}
-    assert model.choices("toy", "a", (4, 4, 4, 4)) == ()  # nothing measured that large
+    assert toy_goodput.choices("toy", "a", (4, 4, 4, 4)) == ()  # nothing measured that large
 
 
-def test_the_gpu_time_to_finish_within_a_span_never_exceeds_a_real_run(model: SiaGoodput) -> None:
-    (job,) = windows(model, ["toy"], [0.0], [1.0], ClusterSpec.parse(CLUSTER))
+def test_the_gpu_time_to_finish_within_a_span_never_exceeds_a_real_run(toy_goodput: SiaGoodput) -> None:
+    (job,) = windows(toy_goodput, ["toy"], [0.0], [1.0], ClusterSpec.parse(CLUSTER))
     for placement in ((1,), (2,), (4,), (2, 2)):  # its largest gang is 4 (batch 64 at 16 a GPU)
-        ran = model.advance("toy", "a", placement, 0.0, 1e6, training=None, measured=(), restarted=True)
+        ran = toy_goodput.advance("toy", "a", placement, 0.0, 1e6, training=None, measured=(), restarted=True)
         assert ran.done == pytest.approx(30.0)
         assert job.least_gpu_seconds(ran.trained_s) <= sum(placement) * ran.trained_s + 1e-9
     spans = [0.5, 1, 2, 4, 8, 100]
@@ -110,6 +110,6 @@ def test_no_policy_beats_the_bound(sia_workload: Path, sia_profiles: Path) -> No
         assert result.worst_ftf >= bound
 
 
-def test_one_gpu_type_only(model: SiaGoodput) -> None:
+def test_one_gpu_type_only(toy_goodput: SiaGoodput) -> None:
     with pytest.raises(InputError, match="one GPU type"):
-        windows(model, ["toy"], [0.0], [1.0], ClusterSpec.parse("a:8:4,b:8:8"))
+        windows(toy_goodput, ["toy"], [0.0], [1.0], ClusterSpec.parse("a:8:4,b:8:8"))

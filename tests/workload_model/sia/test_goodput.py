@@ -23,9 +23,9 @@ def test_split_takes_as_few_accumulation_steps_as_fit() -> None:
     assert split(32, 1, 32, 32) == (32, 0)
 
 
-def test_a_new_job_starts_small_and_learns_what_it_timed(model: SiaGoodput) -> None:
+def test_a_new_job_starts_small_and_learns_what_it_timed(toy_goodput: SiaGoodput) -> None:
     # Nothing timed: the smallest batch, 32 on one GPU, one 0.2 s step at gain 1: 5 progress a second.
-    ran = model.advance("toy", "a", (1,), 0.0, 4.0, training=None, measured=(), restarted=True)
+    ran = toy_goodput.advance("toy", "a", (1,), 0.0, 4.0, training=None, measured=(), restarted=True)
     assert (ran.done, ran.trained_s) == pytest.approx((20.0, 4.0))
     assert ran.measured == (ONE_GPU,)
     # Its fitted model then says 64 (two accumulated steps, 0.4 s, gain 4/3: 3.3/s) is slower: it keeps 32; its
@@ -33,29 +33,29 @@ def test_a_new_job_starts_small_and_learns_what_it_timed(model: SiaGoodput) -> N
     assert ran.training == Training(gpus=1, local=32, accumulation=0, epoch=1)
 
 
-def test_it_stops_at_its_work_and_where_it_cannot_run(model: SiaGoodput) -> None:
+def test_it_stops_at_its_work_and_where_it_cannot_run(toy_goodput: SiaGoodput) -> None:
     training = Training(1, 32, 0, 2)
-    done = model.advance("toy", "a", (1,), 25.0, 10.0, training=training, measured=[ONE_GPU], restarted=False)
+    done = toy_goodput.advance("toy", "a", (1,), 25.0, 10.0, training=training, measured=[ONE_GPU], restarted=False)
     assert (done.done, done.trained_s) == pytest.approx((30.0, 1.0)) and done.measured == ()
     # Four nodes of four GPUs: no measurement that large.
-    stuck = model.advance("toy", "a", (4, 4, 4, 4), 0.0, 10.0, training=training, measured=(), restarted=True)
+    stuck = toy_goodput.advance("toy", "a", (4, 4, 4, 4), 0.0, 10.0, training=training, measured=(), restarted=True)
     assert (stuck.done, stuck.trained_s, stuck.training) == (0.0, 0.0, None)
 
 
-def test_a_policy_estimates_only_where_the_job_timed_steps(model: SiaGoodput) -> None:
+def test_a_policy_estimates_only_where_the_job_timed_steps(toy_goodput: SiaGoodput) -> None:
     training = Training(1, 32, 0, 0)
-    assert model.goodput("toy", "a", 1, 64, training=None, measured=()) == 0.0
-    assert model.goodput("toy", "a", 1, 64, training=training, measured=()) == 0.0
-    assert model.goodput("toy", "a", 1, 64, training=training, measured=[ONE_GPU]) == pytest.approx(5.0, rel=1e-3)
+    assert toy_goodput.goodput("toy", "a", 1, 64, training=None, measured=()) == 0.0
+    assert toy_goodput.goodput("toy", "a", 1, 64, training=training, measured=()) == 0.0
+    assert toy_goodput.goodput("toy", "a", 1, 64, training=training, measured=[ONE_GPU]) == pytest.approx(5.0, rel=1e-3)
 
 
-def test_epochs_and_limits(model: SiaGoodput) -> None:
-    app = model.applications["toy"]
+def test_epochs_and_limits(toy_goodput: SiaGoodput) -> None:
+    app = toy_goodput.applications["toy"]
     assert [epoch_of(app, p) for p in (0.0, 9.99, 10.0, 29.0, 30.0)] == [0, 0, 1, 2, 2]
     # Largest batch 64 at 16 per GPU: 4 GPUs. One GPU: largest batch / largest step time of the one-GPU rows.
-    assert model.largest_gang("toy", "a") == 4
-    assert model.one_gpu_throughput("toy", "a") == pytest.approx(32 / 0.2)
-    assert model.one_gpu_throughput("toy", "b") == pytest.approx(32 / 0.4)
+    assert toy_goodput.largest_gang("toy", "a") == 4
+    assert toy_goodput.one_gpu_throughput("toy", "a") == pytest.approx(32 / 0.2)
+    assert toy_goodput.one_gpu_throughput("toy", "b") == pytest.approx(32 / 0.4)
 
 
 def test_elastic_jobs_count_progress_and_keep_their_request(sia_workload: Path, sia_profiles: Path) -> None:
