@@ -17,7 +17,9 @@ from shockwave.workload_model.sia.fairness_bound import (
     JobWindow,
     distinct_placements,
     fits,
+    gpu_time_factor,
     least_worst_rho,
+    most_gpu_time_factor,
     orders,
     partitions,
     windows,
@@ -89,6 +91,16 @@ def test_two_jobs_that_each_need_the_whole_cluster_finish_one_after_the_other() 
     # With four GPUs both end at 100 s; a job that cannot finish by `by` makes every rho unreachable.
     assert least_worst_rho(jobs, 4) <= 1.0
     assert least_worst_rho(jobs, 2, by=150.0) == 64.0
+
+
+def test_how_much_more_gpu_time_than_the_least_a_schedule_can_spend() -> None:
+    # Two jobs of 2 GPUs x 100 s that may use 4, both due at 100 s: on 8 GPUs each may need twice its least
+    # GPU-time (400 GPU-seconds, 4 GPUs for 100 s); on 2 GPUs they do not fit even at their least.
+    jobs = [JobWindow(0.0, 100.0, (2 + LAMBDAS) * 100.0, 4) for _ in range(2)]
+    assert 1.99 < most_gpu_time_factor(jobs, 8, 1.0) < 2.01  # demands rounded down to whole GPU-seconds
+    assert most_gpu_time_factor(jobs, 2, 1.0) == 0.0
+    # A run that took 100 s each and spent 600 GPU-seconds spent 1.5x the least (2 x 200).
+    assert gpu_time_factor(jobs, [100.0, 100.0], 600.0) == pytest.approx(1.5)
 
 
 def test_a_job_never_gets_more_than_its_largest_gang_at_a_time() -> None:

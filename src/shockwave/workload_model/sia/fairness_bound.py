@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -50,12 +50,14 @@ class JobWindow:
     dual: np.ndarray
     """sum_e p_e min_c (g_c + lambda) / r_ec at each of `LAMBDAS`."""
     largest_gang: int
+    waste: float = 1.0
+    """A what-if: the job needs this many times its least GPU-time (`most_gpu_time_factor`)."""
 
     def least_gpu_seconds(self, within_s: float) -> float:
         """A lower bound on the GPU-seconds of finishing within `within_s` of starting (inf: it cannot)."""
         if within_s <= 0:
             return math.inf
-        return float(np.max(self.dual - LAMBDAS * within_s))
+        return self.waste * float(np.max(self.dual - LAMBDAS * within_s))
 
 
 def partitions(gpus: int, per_server: int, servers: int) -> Iterator[tuple[int, ...]]:
@@ -203,3 +205,31 @@ def least_worst_rho(jobs: Sequence[JobWindow], gpus: int, *, by: float = math.in
         middle = (low + high) / 2
         low, high = (low, middle) if fit_at(middle) else (middle, high)
     return low
+
+
+def most_gpu_time_factor(
+    jobs: Sequence[JobWindow], gpus: int, rho: float, *, by: float = math.inf, ceiling: float = 4.0
+) -> float:
+    """The largest F such that the jobs still fit at worst rho `rho` (and by `by`) when each needs F times its least
+    GPU-time to end within any span (0: not even at F = 1): how much GPU-time a schedule may waste, in restarts or
+    in configurations past the most efficient, and still reach `rho`."""
+    arrivals = np.array([job.arrival_s for job in jobs])
+    deadlines = np.minimum(arrivals + rho * np.array([job.basis_s for job in jobs]), by)
+
+    def fit_at(factor: float) -> bool:
+        return fits([replace(job, waste=factor) for job in jobs], deadlines, gpus)
+
+    if not fit_at(1.0):
+        return 0.0
+    if fit_at(ceiling):
+        return ceiling
+    low, high = 1.0, ceiling
+    for _ in range(HALVINGS):
+        middle = (low + high) / 2
+        low, high = (middle, high) if fit_at(middle) else (low, middle)
+    return low
+
+
+def gpu_time_factor(jobs: Sequence[JobWindow], jct_s: Sequence[float], gpu_seconds: float) -> float:
+    """A run's GPU-time over the least in which each job could have taken the time it took."""
+    return gpu_seconds / sum(job.least_gpu_seconds(jct) for job, jct in zip(jobs, jct_s, strict=True))
