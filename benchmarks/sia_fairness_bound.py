@@ -22,6 +22,8 @@ from rich.table import Table
 CLUSTER = "aws:64:4"
 WORKLOADS = tuple(range(1, 9))
 POLICIES = ("sia", "pollux", "shockwave", "themis")
+RIGID = {"themis": " (rigid jobs)"}
+"""Policies that run the workload's jobs at their request: the bound is for the goodput-adaptive jobs."""
 RHO = 1.2
 """The elastic Shockwave issue's bar."""
 
@@ -36,14 +38,16 @@ def policy_results(results: list[Path], workload: int) -> dict[str, dict[str, An
 
 
 def cell(result: dict[str, Any] | None, jobs: list[Any]) -> str:
-    """A policy's 'worst rho / unfair % / GPU-time factor' ('-': not run)."""
+    """A policy's 'worst rho / unfair % / GPU-time factor' ('-': not run; no factor where a job did not finish)."""
     from shockwave.workload_model.sia.fairness_bound import gpu_time_factor
 
     if result is None:
         return "-"
+    fairness = f"{result['worst_ftf']:.2f} / {100 * result['unfair_fraction']:.1f}"
+    if not result.get("complete") or len(result["jobs"]) != len(jobs):
+        return f"{fairness} / -"
     spent = 3600 * sum((result.get("gpu_hours_by_type") or {}).values())
-    factor = gpu_time_factor(jobs, [job["jct_s"] for job in result["jobs"]], spent)
-    return f"{result['worst_ftf']:.2f} / {100 * result['unfair_fraction']:.1f} / {factor:.2f}"
+    return f"{fairness} / {gpu_time_factor(jobs, [job['jct_s'] for job in result['jobs']], spent):.2f}"
 
 
 def windows_of(artifact: Path, workload: int) -> list[Any]:
@@ -77,7 +81,7 @@ def main() -> None:
     args = parser.parse_args()
     table = Table(title=f"How fair any schedule can be, homogeneous Philly ({CLUSTER})", title_justify="left")
     headers = ("workload", "least worst rho", "by Sia's end", f"most GPU-time for rho {args.rho:g} by Sia's end")
-    for header in (*headers, *(f"{p}: rho / unfair % / GPU-time" for p in POLICIES)):
+    for header in (*headers, *(f"{p}{RIGID.get(p, '')}: rho / unfair % / GPU-time" for p in POLICIES)):
         table.add_column(header, justify="left" if header == "workload" else "right")
     gpus = ClusterSpec.parse(CLUSTER).gpus
     for workload in args.workloads:

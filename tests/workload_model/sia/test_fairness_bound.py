@@ -3,6 +3,7 @@ the bound itself, hand-checked on single-configuration jobs and never above what
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,8 @@ from shockwave.workload_model.sia.rigid import read_sia_workload
 from sia_files import ONE_GPU
 
 CLUSTER = "a:8:4"
+TIMED = [ONE_GPU, (1, 2, 16.0, 0.12, 0.02), (1, 4, 32.0, 0.23, 0.03), (2, 4, 16.0, 0.2, 0.05)]
+"""Steps timed on several shapes (nodes, GPUs, per-GPU batch, seconds, of which synchronisation)."""
 
 
 def one_configuration(arrival: float, basis: float, gpus: int, seconds: float) -> JobWindow:
@@ -57,15 +60,16 @@ def test_every_profiled_placement_and_every_unprofiled_shape(toy_goodput: SiaGoo
 
 
 def test_a_job_may_train_with_its_first_batch_and_whatever_its_search_picks(toy_goodput: SiaGoodput) -> None:
-    for placement in ((1,), (2,), (4,), (4, 4)):
-        choices = toy_goodput.choices("toy", "a", placement)
-        first = toy_goodput.advance("toy", "a", placement, 0.0, 0.01, training=None, measured=(), restarted=True)
-        learned = toy_goodput.advance(
-            "toy", "a", placement, 0.0, 0.01, training=Training(1, 32, 0, 1), measured=[ONE_GPU], restarted=True
-        )
-        for ran in (first, learned):
-            assert ran.training is not None
-            assert (ran.training.local, ran.training.accumulation) in {(c.local, c.accumulation) for c in choices}
+    profile = toy_goodput.applications["toy"].types["a"]
+    learned = [(Training(1, 32, 0, epoch), measured) for epoch in (0, 1, 2) for measured in ([ONE_GPU], TIMED)]
+    for placement in distinct_placements(profile, 4, 4, 2):
+        choices = {(c.local, c.accumulation) for c in toy_goodput.choices("toy", "a", placement)}
+        for before, measured in [(None, []), *learned]:
+            ran = toy_goodput.advance(
+                "toy", "a", placement, 0.0, 0.01, training=before, measured=measured, restarted=True
+            )
+            assert ran.training is not None, placement
+            assert (ran.training.local, ran.training.accumulation) in choices, placement
     assert toy_goodput.choices("toy", "a", (4, 4, 4, 4)) == ()  # nothing measured that large
 
 
@@ -104,9 +108,26 @@ def test_how_much_more_gpu_time_than_the_least_a_schedule_can_spend() -> None:
 
 
 def test_a_job_never_gets_more_than_its_largest_gang_at_a_time() -> None:
-    # One job of 1 GPU x 100 s on a 4-GPU cluster: however idle the cluster, it ends at 100 s at the earliest.
-    job = one_configuration(0.0, 200.0, 1, 100.0)
+    # 100 GPU-seconds whatever the span, basis 200 s, 4 GPUs: on at most 1 GPU it ends at 100 s at the earliest
+    # (rho 0.5), on 4 at 25 s.
+    job = JobWindow(0.0, 200.0, np.full_like(LAMBDAS, 100.0), 1)
     assert 0.49 < least_worst_rho([job], 4) <= 0.5
+    assert least_worst_rho([replace(job, largest_gang=4)], 4) <= 0.125
+
+
+def test_a_long_horizon_on_many_gpus_stays_within_the_integer_flow() -> None:
+    # 1,024 GPUs for 3e6 s is past 2^31 GPU-seconds: the flow counts in larger units, and 10 GPU-seconds still fit.
+    job = JobWindow(0.0, 1e6, (1 + LAMBDAS) * 10.0, 1)
+    assert fits([job], np.array([3e6]), 1024)
+    assert least_worst_rho([job], 1024) <= 1e-5
+
+
+def test_rho_counts_every_job_of_the_trace_over_the_gpus(toy_goodput: SiaGoodput) -> None:
+    # Three jobs on two GPUs: each basis is its time alone x 3/2; with more GPUs than jobs, its time alone.
+    found = windows(toy_goodput, ["toy"] * 3, [0.0, 1.0, 2.0], [10.0, 20.0, 30.0], ClusterSpec.parse("a:2:2"))
+    assert [w.basis_s for w in found] == [15.0, 30.0, 45.0]
+    found = windows(toy_goodput, ["toy"] * 3, [0.0, 1.0, 2.0], [10.0, 20.0, 30.0], ClusterSpec.parse(CLUSTER))
+    assert [w.basis_s for w in found] == [10.0, 20.0, 30.0]
 
 
 def test_no_policy_beats_the_bound(sia_workload: Path, sia_profiles: Path) -> None:

@@ -21,7 +21,7 @@ issue was called out of reach because every policy misses it; this says how far 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -30,6 +30,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
+from shockwave.workload_model.goodput import Training
 from shockwave.workload_model.sia.goodput import SiaGoodput
 from shockwave.workload_model.sia.profiles import Application, TypeProfile, canonical
 
@@ -37,8 +38,10 @@ LAMBDAS = np.concatenate([[0.0], np.geomspace(1e-3, 1e5, 400)])
 """GPUs' worth of time per second of time at which the dual is evaluated (any grid gives a bound; a finer one a
 tighter bound)."""
 HALVINGS = 30
-FLOW_UNIT_S = 1.0
-"""GPU-seconds per unit of the integer max flow (demands rounded down, capacities up: the flow stays a relaxation)."""
+"""Bisection steps: a fixed number, so the same bits everywhere (the bound to about 64 / 2^30)."""
+FLOW_LIMIT = 2**30
+"""Largest total of the integer max flow (scipy's is 32-bit): a flow's unit of GPU-seconds is chosen so that every
+GPU over the whole horizon fits, demands rounded down and capacities up so it stays a relaxation."""
 
 
 @dataclass(frozen=True)
@@ -120,8 +123,13 @@ def dual_of(goodput: SiaGoodput, model: str, gpu_type: str, largest: int, per_se
     gains: dict[int, np.ndarray] = {}
     gpus: list[int] = []
     rates: list[np.ndarray] = []
-    for placement in distinct_placements(profile, largest, per_server, servers):
-        for training in goodput.choices(model, gpu_type, placement):
+    found = distinct_placements(profile, largest, per_server, servers)
+    # A job moved to another placement of as many GPUs may keep its batch (a same-shape move is no restart).
+    batches: dict[int, set[Training]] = {}
+    for placement in found:
+        batches.setdefault(sum(placement), set()).update(goodput.choices(model, gpu_type, placement))
+    for placement in found:
+        for training in sorted(batches[sum(placement)], key=lambda t: (t.local, t.accumulation)):
             timed = profile.step(placement, float(training.local))
             if timed is None:
                 continue
@@ -171,20 +179,21 @@ def fits(jobs: Sequence[JobWindow], deadlines: np.ndarray, gpus: int) -> bool:
         return False
     points = np.unique(np.concatenate([arrivals, deadlines]))
     lengths = np.diff(points)
+    unit = max(1.0, gpus * float(points[-1] - points[0]) / FLOW_LIMIT)
     n, m = len(jobs), len(lengths)
     sink = 1 + n + m
-    demands = [math.floor(need / FLOW_UNIT_S) for need in needs]
+    demands = [min(math.floor(need / unit), FLOW_LIMIT) for need in needs]
     rows, cols, caps = [0] * n, list(range(1, n + 1)), list(demands)
     for j, (job, deadline) in enumerate(zip(jobs, deadlines, strict=True)):
         first, last = np.searchsorted(points, [job.arrival_s, deadline])
         for i in range(first, last):
             rows.append(1 + j)
             cols.append(1 + n + i)
-            caps.append(math.ceil(job.largest_gang * lengths[i] / FLOW_UNIT_S))
+            caps.append(math.ceil(min(job.largest_gang, gpus) * lengths[i] / unit))
     for i in range(m):
         rows.append(1 + n + i)
         cols.append(sink)
-        caps.append(math.ceil(gpus * lengths[i] / FLOW_UNIT_S))
+        caps.append(math.ceil(gpus * lengths[i] / unit))
     graph = csr_matrix((np.array(caps, dtype=np.int64), (rows, cols)), shape=(sink + 1, sink + 1))
     return maximum_flow(graph, 0, sink).flow_value >= sum(demands)
 
@@ -198,13 +207,7 @@ def least_worst_rho(jobs: Sequence[JobWindow], gpus: int, *, by: float = math.in
     def fit_at(rho: float) -> bool:
         return fits(jobs, np.minimum(arrivals + rho * bases, by), gpus)
 
-    if not fit_at(ceiling):
-        return ceiling
-    low, high = 0.0, ceiling
-    for _ in range(HALVINGS):
-        middle = (low + high) / 2
-        low, high = (low, middle) if fit_at(middle) else (middle, high)
-    return low
+    return ceiling if not fit_at(ceiling) else _edge(lambda rho: not fit_at(rho), 0.0, ceiling)
 
 
 def most_gpu_time_factor(
@@ -221,12 +224,14 @@ def most_gpu_time_factor(
 
     if not fit_at(1.0):
         return 0.0
-    if fit_at(ceiling):
-        return ceiling
-    low, high = 1.0, ceiling
+    return ceiling if fit_at(ceiling) else _edge(fit_at, 1.0, ceiling)
+
+
+def _edge(below: Callable[[float], bool], low: float, high: float) -> float:
+    """The low end of [low, high] after HALVINGS halvings towards where `below` stops holding (it holds at `low`)."""
     for _ in range(HALVINGS):
         middle = (low + high) / 2
-        low, high = (middle, high) if fit_at(middle) else (low, middle)
+        low, high = (middle, high) if below(middle) else (low, middle)
     return low
 
 

@@ -120,33 +120,33 @@ class SiaGoodput:
     ) -> Training | None:
         """The batch a job picks on a placement (None: it cannot run there); `before` is what it trained with last
         (its gradient noise), `measured` what it timed on this type."""
-        gpus = sum(placement)
-        low, high = self.local_range(app, gpu_type)
-        high = min(high, app.types[gpu_type].max_local_bsz(placement))
-        if high < low:  # no measurement of a shape this large
+        search = self._search_on(app, gpu_type, placement)
+        if search is None:  # no measurement of a shape this large
             return None
         epoch = 0 if before is None else before.epoch
-        search = Search(len(placement), gpus, app.max_batch, low, high)
         best = None if before is None or not measured else self._search(app, fit(measured), before, search)
-        if best is None:
-            local, accumulation = split(max(app.init_batch, low * gpus), gpus, high, app.init_batch)
-        else:
-            local, accumulation = best[1], best[2]
-        return _within_limits(app, gpu_type, Training(gpus, local, accumulation, epoch))
+        local, accumulation = _first_pick(app, search) if best is None else (best[1], best[2])
+        return _within_limits(app, gpu_type, Training(search.gpus, local, accumulation, epoch))
+
+    def _search_on(self, app: Application, gpu_type: str, placement: tuple[int, ...]) -> Search | None:
+        """The batch search a job runs on a placement: per-GPU batches between the type's smallest and the largest
+        measured at the placement (None: none fits)."""
+        low, high = self.local_range(app, gpu_type)
+        high = min(high, app.types[gpu_type].max_local_bsz(placement))
+        return None if high < low else Search(len(placement), sum(placement), app.max_batch, low, high)
 
     def choices(self, model: str, gpu_type: str, placement: tuple[int, ...]) -> tuple[Training, ...]:
         """Everything a job may train with on a placement, whatever it measured: its first batch and each batch its
         search may pick (at epoch 0; none where it cannot run there). A bound on what any schedule gets from a job
         (`fairness_bound.py`) takes the best of them."""
         app = self.applications[model]
-        low, high = self.local_range(app, gpu_type)
-        high = min(high, app.types[gpu_type].max_local_bsz(placement))
-        if high < low:
+        search = self._search_on(app, gpu_type, placement)
+        if search is None:
             return ()
-        gpus = sum(placement)
-        first = split(max(app.init_batch, low * gpus), gpus, high, app.init_batch)
-        searched = _candidates(app.init_batch, Search(len(placement), gpus, app.max_batch, low, high))
-        picks = {_within_limits(app, gpu_type, Training(gpus, *pick, 0)) for pick in (first, *searched)}
+        picks = {
+            _within_limits(app, gpu_type, Training(search.gpus, *pick, 0))
+            for pick in (_first_pick(app, search), *_candidates(app.init_batch, search))
+        }
         return tuple(sorted(picks, key=lambda t: (t.local, t.accumulation)))
 
     @staticmethod
@@ -213,6 +213,12 @@ def _timed_candidates(init_batch: int, steps: StepModel, s: Search) -> tuple[tup
         (s.gpus * local * (accumulation + 1), local, accumulation, steps.step_s(s.nodes, s.gpus, local, accumulation))
         for local, accumulation in _candidates(init_batch, s)
     )
+
+
+def _first_pick(app: Application, s: Search) -> tuple[int, int]:
+    """(per-GPU batch, accumulation steps) a job trains with before it has timed a step: the smallest batch it may
+    run."""
+    return split(max(app.init_batch, s.low * s.gpus), s.gpus, s.high, app.init_batch)
 
 
 def _candidates(init_batch: int, s: Search) -> tuple[tuple[int, int], ...]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import ModelFamily, register_imported
+from shockwave.workload_model.goodput import Training
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
 from shockwave.workload_model.sia.goodput import SiaGoodput, split
@@ -98,8 +99,8 @@ def rigid_step(app: Application, gpu_type: str, placement: tuple[int, ...], batc
     timed = profile.step(placement, per_gpu)
     if timed is None:
         return None
-    step, sync = timed
-    return (step + accumulation * (step - sync)) * app.slowdown, gpus * per_gpu * (accumulation + 1)
+    training = Training(gpus, per_gpu, accumulation, 0)
+    return SiaGoodput.step_seconds(app, timed, training), training.batch
 
 
 def steps_needed(app: Application, batch: int) -> float:
