@@ -100,4 +100,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from shockwave.core.errors import InputError
+
+    try:
+        main()
+    except InputError as exc:  # a missing or malformed artifact: one line, no traceback
+        raise SystemExit(f"error: {exc}") from None
