@@ -1,12 +1,13 @@
 """How fair can any schedule be on Sia's homogeneous setting? `python benchmarks/sia_fairness_bound.py --artifact DIR`
 (or `make sia-bound SIA_ARTIFACT=DIR`), DIR the `sia-simulator/` folder of a copy of `siasosp23/artifacts`.
 
-For each Philly workload on `aws:64:4` it prints the least worst rho any schedule of its goodput-adaptive jobs can
-reach (`workload_model/sia/fairness_bound.py`: restarts and rounds left out, so a real schedule does no better),
-alone and with every job done by Sia's last finish, and the most GPU-time a schedule may spend (a factor over each
-job's least) and still reach worst rho 1.2 (`--rho`) by Sia's last finish; beside each policy's worst rho, unfair
-share and GPU-time factor (its GPU-hours over the least in which each job could have taken its JCT) in
-`make sia-table` / `make sia-held-out` (read from their result folders, `--results`, where they exist).
+For each Philly workload on Sia's homogeneous cluster (`sia_table.settings`) it prints the least worst rho any
+schedule of its goodput-adaptive jobs can reach (`workload_model/sia/fairness_bound.py`: restarts and rounds left
+out, so a real schedule does no better), alone and with every job done by Sia's last finish, and the most GPU-time a
+schedule may spend (a factor over each job's least) and still reach worst rho 1.2 (`--rho`) by Sia's last finish;
+beside each policy's worst rho, unfair share and GPU-time factor (its GPU-hours over the least in which each job
+could have taken its JCT) in `make sia-table` / `make sia-held-out` (read from their result folders, `--results`,
+where they exist).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-CLUSTER = "aws:64:4"
-WORKLOADS = tuple(range(1, 9))
+from sia_table import BAR_WORKLOADS, HELD_OUT, settings, workload_folder
+
+SETTING = "homogeneous"
+PHILLY = tuple(sorted({*BAR_WORKLOADS["philly"], *HELD_OUT["philly"]}))
 POLICIES = ("sia", "pollux", "shockwave", "themis")
 RIGID = {"themis": " (rigid jobs)"}
 """Policies that run the workload's jobs at their request: the bound is for the goodput-adaptive jobs."""
@@ -28,11 +31,11 @@ RHO = 1.2
 """The elastic Shockwave issue's bar."""
 
 
-def policy_results(results: list[Path], workload: int) -> dict[str, dict[str, Any]]:
-    """Each policy's result.json for a homogeneous Philly workload, from the first folder that has it."""
+def policy_results(results: list[Path], workload: str) -> dict[str, dict[str, Any]]:
+    """Each policy's result.json for a homogeneous workload, from the first folder that has it."""
     found: dict[str, dict[str, Any]] = {}
     for folder in results:
-        for path in sorted((folder / "homogeneous" / f"philly-workload-{workload}").glob("*s/*/result.json")):
+        for path in sorted(workload_folder(folder, SETTING, workload).glob("*s/*/result.json")):
             found.setdefault(path.parent.name, json.loads(path.read_text()))
     return found
 
@@ -50,17 +53,16 @@ def cell(result: dict[str, Any] | None, jobs: list[Any]) -> str:
     return f"{fairness} / {gpu_time_factor(jobs, [job['jct_s'] for job in result['jobs']], spent):.2f}"
 
 
-def windows_of(artifact: Path, workload: int) -> list[Any]:
+def windows_of(artifact: Path, workload: str, cluster: str) -> list[Any]:
     """The workload's jobs as the bound sees them."""
     from shockwave.core.cluster import ClusterSpec
     from shockwave.workload_model.sia.fairness_bound import windows
     from shockwave.workload_model.sia.rigid import read_sia_workload
 
-    cluster = ClusterSpec.parse(CLUSTER)
-    path = artifact / "workloads" / "philly" / f"workload-{workload}.csv"
-    jobs, profiles, tm = read_sia_workload(path, artifact / "traces", cluster, elastic=True)
+    spec = ClusterSpec.parse(cluster)
+    jobs, profiles, tm = read_sia_workload(artifact / "workloads" / workload, artifact / "traces", spec, elastic=True)
     models, arrivals = [job.model for job in jobs], [job.arrival for job in jobs]
-    return windows(tm.goodput, models, arrivals, [profile.t_isolated for profile in profiles], cluster)
+    return windows(tm.goodput, models, arrivals, [profile.t_isolated for profile in profiles], spec)
 
 
 def main() -> None:
@@ -76,21 +78,22 @@ def main() -> None:
         default=[Path("results/sia-table"), Path("results/sia-held-out")],
         help="make sia-table's and sia-held-out's --out folders",
     )
-    parser.add_argument("--workloads", type=int, nargs="*", default=list(WORKLOADS))
+    parser.add_argument("--workloads", type=int, nargs="*", default=list(PHILLY), help="Philly workload numbers")
     parser.add_argument("--rho", type=float, default=RHO, help="the worst rho asked of the GPU-time factor")
     args = parser.parse_args()
-    table = Table(title=f"How fair any schedule can be, homogeneous Philly ({CLUSTER})", title_justify="left")
+    cluster, files = settings({"saturn": (), "philly": tuple(args.workloads)})[SETTING]
+    table = Table(title=f"How fair any schedule can be, homogeneous Philly ({cluster})", title_justify="left")
     headers = ("workload", "least worst rho", "by Sia's end", f"most GPU-time for rho {args.rho:g} by Sia's end")
     for header in (*headers, *(f"{p}{RIGID.get(p, '')}: rho / unfair % / GPU-time" for p in POLICIES)):
         table.add_column(header, justify="left" if header == "workload" else "right")
-    gpus = ClusterSpec.parse(CLUSTER).gpus
-    for workload in args.workloads:
+    gpus = ClusterSpec.parse(cluster).gpus
+    for number, workload in zip(args.workloads, files, strict=True):
         results = policy_results(args.results, workload)
         sia = results.get("sia")
         by = max(job["finish_s"] for job in sia["jobs"]) if sia else float("inf")
-        jobs = windows_of(args.artifact, workload)
+        jobs = windows_of(args.artifact, workload, cluster)
         table.add_row(
-            f"Philly {workload}",
+            f"Philly {number}",
             f"{least_worst_rho(jobs, gpus):.2f}",
             f"{least_worst_rho(jobs, gpus, by=by):.2f}" if sia else "-",
             f"{most_gpu_time_factor(jobs, gpus, args.rho, by=by):.2f}x" if sia else "-",

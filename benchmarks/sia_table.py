@@ -56,6 +56,11 @@ def settings(numbers: dict[str, tuple[int, ...]]) -> dict[str, tuple[str, list[s
     }
 
 
+def workload_folder(out: Path, setting: str, workload: str) -> Path:
+    """Where one workload's comparison is kept under `--out` (`make sia-bound` reads the results there)."""
+    return out / setting / workload.replace("/", "-").removesuffix(".csv")
+
+
 def run_workload(artifact: Path, workload: str, cluster: str, out: Path, workers: int) -> list[dict[str, Any]]:
     """Every policy on one workload, through one `compare` per round length (results.json kept under `out`)."""
     from shockwave.experiments.compare import CompareRequest, compare
@@ -186,7 +191,7 @@ def main() -> None:
     for setting, (cluster, workloads) in chosen.items():
         rows[setting] = {policy: [] for policy in POLICIES}
         for workload in workloads:
-            folder = args.out / setting / workload.replace("/", "-").removesuffix(".csv")
+            folder = workload_folder(args.out, setting, workload)
             for result in run_workload(args.artifact, workload, cluster, folder, args.workers):
                 rows[setting][result["policy"]].append(measures(result))
             print(f"{setting} {workload} done", file=sys.stderr)

@@ -169,22 +169,27 @@ def windows(
     ]
 
 
-def fits(jobs: Sequence[JobWindow], deadlines: np.ndarray, gpus: int) -> bool:
+def deadlines(jobs: Sequence[JobWindow], rho: float, by: float = math.inf) -> np.ndarray:
+    """When each job must end for a worst rho of `rho`: its arrival plus rho times its denominator, at most `by`."""
+    return np.minimum(np.array([job.arrival_s + rho * job.basis_s for job in jobs]), by)
+
+
+def fits(jobs: Sequence[JobWindow], due: np.ndarray, gpus: int) -> bool:
     """Whether each job's least GPU-time can flow to it inside [arrival, deadline], at most its largest gang and at
     most `gpus` in all at a time."""
     arrivals = np.array([job.arrival_s for job in jobs])
-    spans = deadlines - arrivals
+    spans = due - arrivals
     needs = [job.least_gpu_seconds(span) for job, span in zip(jobs, spans, strict=True)]
     if not all(math.isfinite(need) for need in needs):
         return False
-    points = np.unique(np.concatenate([arrivals, deadlines]))
+    points = np.unique(np.concatenate([arrivals, due]))
     lengths = np.diff(points)
     unit = max(1.0, gpus * float(points[-1] - points[0]) / FLOW_LIMIT)
     n, m = len(jobs), len(lengths)
     sink = 1 + n + m
     demands = [min(math.floor(need / unit), FLOW_LIMIT) for need in needs]
     rows, cols, caps = [0] * n, list(range(1, n + 1)), list(demands)
-    for j, (job, deadline) in enumerate(zip(jobs, deadlines, strict=True)):
+    for j, (job, deadline) in enumerate(zip(jobs, due, strict=True)):
         first, last = np.searchsorted(points, [job.arrival_s, deadline])
         for i in range(first, last):
             rows.append(1 + j)
@@ -201,11 +206,9 @@ def fits(jobs: Sequence[JobWindow], deadlines: np.ndarray, gpus: int) -> bool:
 def least_worst_rho(jobs: Sequence[JobWindow], gpus: int, *, by: float = math.inf, ceiling: float = 64.0) -> float:
     """The largest worst rho at which the workload cannot fit (0: it fits at any): no schedule does better. `by`:
     every job also done by then (e.g. another policy's last finish, to ask what fairness its makespan allows)."""
-    arrivals = np.array([job.arrival_s for job in jobs])
-    bases = np.array([job.basis_s for job in jobs])
 
     def fit_at(rho: float) -> bool:
-        return fits(jobs, np.minimum(arrivals + rho * bases, by), gpus)
+        return fits(jobs, deadlines(jobs, rho, by), gpus)
 
     return ceiling if not fit_at(ceiling) else _edge(lambda rho: not fit_at(rho), 0.0, ceiling)
 
@@ -216,11 +219,10 @@ def most_gpu_time_factor(
     """The largest F such that the jobs still fit at worst rho `rho` (and by `by`) when each needs F times its least
     GPU-time to end within any span (0: not even at F = 1): how much GPU-time a schedule may waste, in restarts or
     in configurations past the most efficient, and still reach `rho`."""
-    arrivals = np.array([job.arrival_s for job in jobs])
-    deadlines = np.minimum(arrivals + rho * np.array([job.basis_s for job in jobs]), by)
+    due = deadlines(jobs, rho, by)
 
     def fit_at(factor: float) -> bool:
-        return fits([replace(job, waste=factor) for job in jobs], deadlines, gpus)
+        return fits([replace(job, waste=factor) for job in jobs], due, gpus)
 
     if not fit_at(1.0):
         return 0.0
