@@ -4,9 +4,9 @@ Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram`, `solver_time
 accepted because every reference file carries them, but nothing reads them: the reference's optimizer never read
 `gpu_ram`, and a wall-clock limit or a thread count that follows the machine would make plans depend on the
 machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
-everywhere). Eight keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`,
-`elastic_welfare_slack` and `elastic_min_stint`, `solver_max_nodes`, and for large clusters `greedy_jobs`,
-`makespan_share` and `late_share`.
+everywhere). Ten keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`,
+`elastic_welfare_slack` and `elastic_min_stint`, `solver_max_nodes`, for large clusters `greedy_jobs`,
+`makespan_share` and `late_share`, and for several GPU types `longest_jobs` and `longest_share`.
 
 `ShockwaveConfig` is a frozen pydantic dataclass, so a config built in code is type-checked too; a JSON file goes
 through `from_mapping` first, whose messages name the key (pydantic's would name a Python field instead).
@@ -70,6 +70,12 @@ class ShockwaveConfig:
     late_share: float = 0.25
     """On the greedy path, the share of a window's GPU-rounds late jobs may be given before the market, after
     the longest (`greedy.critical_floor`; 0: none). Not a reference key."""
+    longest_jobs: int = 3
+    """On several GPU types (HiGHS's path), how many of the jobs with the longest remaining time at their fastest type
+    are kept running there, levelled below the cluster's projected end (`longest.longest_first`; 0: none). Not a
+    reference key."""
+    longest_share: float = 0.1
+    """The share of a window's GPU-rounds those jobs may take (`longest.longest_first`). Not a reference key."""
     welfare_slack: float = 0.3
     """Share of the market's welfare term the second solve may give up to finish jobs sooner (0: a pure
     tie-break among equally good plans). Not a reference key: the reference leaves that choice to Gurobi."""
@@ -100,6 +106,8 @@ class ShockwaveConfig:
             (self.greedy_jobs >= 1, "greedy_jobs", "must be an integer >= 1"),
             (0 <= self.makespan_share <= 1, "makespan_share", "must be in [0, 1]"),
             (0 <= self.late_share <= 1, "late_share", "must be in [0, 1]"),
+            (self.longest_jobs >= 0, "longest_jobs", "must be an integer >= 0"),
+            (0 <= self.longest_share <= 1, "longest_share", "must be in [0, 1]"),
             (0 <= self.welfare_slack <= 1, "welfare_slack", "must be in [0, 1]"),
             (0 <= self.elastic_welfare_slack <= 1, "elastic_welfare_slack", "must be in [0, 1]"),
             (0 <= self.elastic_min_stint <= 100, "elastic_min_stint", "must be in [0, 100] restarts"),

@@ -234,20 +234,23 @@ def solve_market(
     exact: bool = False,
     start: np.ndarray | None = None,
     floor: np.ndarray | None = None,
+    progress: np.ndarray | None = None,
 ) -> MarketSolution | None:
-    """The window's plan, or None when the fairness constraints (or `floor`) make it infeasible.
+    """The window's plan, or None when the fairness constraints (or `floor`, or `progress`) make it infeasible.
 
     `start` is a warm start (rounds per job and type, for instance the previous plan's). `exact` (one binary per
     job and round) is the homogeneous program's. `floor`: on several types, the fewest rounds each job gets over
     all types (`greedy.late_floor`; a row of the relaxation, and rounding raises the jobs short of it first, so it
-    holds wherever their types have room). Raises SolverFailure when HiGHS gives nothing usable.
+    holds wherever their types have room). `progress`: the fewest effective rounds each job gets (its leftover at
+    most its remaining rounds less them; `longest.longest_first`). Raises SolverFailure when HiGHS gives nothing
+    usable.
     """
     _check_finite(inputs, fairness)
     if exact and len(inputs.capacities) > 1:
         raise ValueError("the per-round program is built for one GPU type")
     if floor is not None and len(inputs.capacities) == 1:
         raise ValueError("a floor on rounds is for several GPU types")
-    model = _Model(inputs, config, fairness, exact, floor)
+    model = _Model(inputs, config, fairness, exact, floor, progress)
     solver = _solver(model.lp, config)
     if start is not None and not exact:
         _warm_start(solver, np.minimum(start, inputs.type_cap).ravel())
@@ -312,6 +315,7 @@ class _Model:
         fairness: Fairness,
         exact: bool,
         floor: np.ndarray | None = None,
+        progress: np.ndarray | None = None,
     ) -> None:
         n, h = inputs.jobs, inputs.rounds
         columns = inputs.columns
@@ -331,7 +335,10 @@ class _Model:
         self._add_welfare(inputs, fairness, cols)
         self.completion = np.zeros(cols)
         self.completion[runs.column] = runs.speed * (1.0 / inputs.round_cap.astype(float) ** 2)[runs.job]
-        self.lp = self._program(inputs, config, fairness, exact, cols)
+        leftover_ub = fairness.leftover_ub
+        if progress is not None:
+            leftover_ub = np.minimum(leftover_ub, inputs.remaining_rounds - progress)
+        self.lp = self._program(inputs, config, leftover_ub, exact, cols)
 
     def _add_chords(self, inputs: MarketInputs, config: ShockwaveConfig, runs: _Runs) -> None:
         """u_j - s_jk e_j <= g_j(k) - s_jk k: the log term under each chord of g_j where its slope changes."""
@@ -420,10 +427,10 @@ class _Model:
         self._add(np.zeros(n, dtype=int), welfare_cols, self.welfare[welfare_cols], np.array([-inf]), np.array([inf]))
 
     def _program(
-        self, inputs: MarketInputs, config: ShockwaveConfig, fairness: Fairness, exact: bool, cols: int
+        self, inputs: MarketInputs, config: ShockwaveConfig, leftover_ub: np.ndarray, exact: bool, cols: int
     ) -> highspy.HighsLp:
-        """The rows added so far, the first solve's objective W - k T M and the variables' bounds, as HiGHS takes
-        them."""
+        """The rows added so far, the first solve's objective W - k T M and the variables' bounds (`leftover_ub`: the
+        largest leftover of each job), as HiGHS takes them."""
         n, h, columns = inputs.jobs, inputs.rounds, inputs.columns
         inf = highspy.kHighsInf
         r_idx, c_idx, vals, lows, highs = (np.concatenate(parts) for parts in zip(*self._blocks, strict=True))
@@ -431,7 +438,7 @@ class _Model:
         cost = self.welfare.copy()
         cost[self.makespan] = -config.k * inputs.round_s
         lower = np.concatenate([np.zeros(n * columns), np.full(n, LOG_OF_ZERO), np.zeros(n), [0.0]])
-        upper = np.concatenate([inputs.type_cap.ravel().astype(float), np.zeros(n), fairness.leftover_ub, [inf]])
+        upper = np.concatenate([inputs.type_cap.ravel().astype(float), np.zeros(n), leftover_ub, [inf]])
         counted = highspy.HighsVarType.kInteger if columns == 1 else highspy.HighsVarType.kContinuous
         integer = [counted] * (n * columns) + [highspy.HighsVarType.kContinuous] * (2 * n + 1)
         if exact:

@@ -31,6 +31,7 @@ from shockwave.policies.shockwave.fairness import (
     FinishTimeTargets,
 )
 from shockwave.policies.shockwave.greedy import critical_floor, late_floor, solve_greedy
+from shockwave.policies.shockwave.longest import longest_first
 from shockwave.policies.shockwave.market import (
     Fairness,
     MarketInputs,
@@ -353,14 +354,18 @@ class ShockwavePolicy(Policy):
                 return solve_typed_greedy(inputs, cfg, fairness, late, urgency)
             first = critical_floor(inputs, late, urgency, cfg.makespan_share, cfg.late_share)
             return solve_greedy(inputs, cfg, fairness, first)
-        if len(inputs.capacities) > 1 and fairness.relaxed and not inputs.column_types:
-            # The floor's budget counts all GPUs together: where a type cannot hold it, the window is solved
-            # again without it (a second solve, counted in the latencies). Not over configurations (`_late_floor`).
-            floor = self._late_floor(inputs, view)
-            solution = solve_market(inputs, cfg, fairness, start=start, floor=floor)
-            if solution is not None:
-                return solution
-        return solve_market(inputs, cfg, fairness, start=start, exact=exact)
+        typed = len(inputs.capacities) > 1 and not inputs.column_types
+        # The floors' budgets count all GPUs together: where a type cannot hold one, the window is solved again
+        # without it (more solves, counted in the latencies): the longest jobs' progress goes first, then the late
+        # jobs' floor. Neither over configurations (`_late_floor`).
+        floors = [self._late_floor(inputs, view), None] if typed and fairness.relaxed else [None]
+        progress = longest_first(inputs, cfg.longest_jobs, cfg.longest_share) if typed else None
+        for floor in floors:
+            for least in [progress, None] if progress is not None else [None]:
+                solution = solve_market(inputs, cfg, fairness, start=start, exact=exact, floor=floor, progress=least)
+                if solution is not None:
+                    return solution
+        return None
 
     def _late_floor(self, inputs: MarketInputs, view: FairnessView) -> np.ndarray:
         """On several types, when the priorities decide: the most urgent late jobs' rounds for the window, as the
