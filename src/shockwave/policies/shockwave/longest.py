@@ -13,11 +13,12 @@ less the window, the longest all H rounds at its fastest speed, within `share` o
 rises until they fit). The policy asks the market for that much progress and drops the request where the market
 cannot meet it (`ShockwavePolicy._window`).
 
-Measured with `benchmarks/types_pareto.py` (14 cases) and on six cases generated with seeds never tuned on (5111,
-5222, 5333, 5444, 5555): makespan over `min_total_duration_perf`'s, geometric mean 0.992 -> 0.980 and 0.991 -> 0.959;
-average JCT within 1% on all but two cases (the released 460-job trace 1.008x Themis's, against 0.991x; a Gavel-style
-gang trace 1.06x). All of the cluster's jobs (jobs = n) cost more: average JCT 3-10% up on the gang traces. A margin of
-0 left a job that the forecast underestimated off the floor until too late (seed 4111: 1.038x).
+Measured with `benchmarks/types_pareto.py` (14 cases) and on six cases generated with seeds no change was tuned on
+(5111, 5222, 5333, 5444, 5555), makespan over `min_total_duration_perf`'s in geometric mean: 0.992 -> 0.980 and
+0.991 -> 0.959; average JCT within 1% but on the released 460-job trace (0.991x -> 1.008x Themis's) and two
+Gavel-style gang traces (+5% and +7%). Every job levelled instead of three: 0.977, with one gang trace's worst rho
+1.47 and 4.5% unfair (1.34 and 2.5% before). A margin of 0 levelled a job the forecast underestimated too late
+(seed 4111 stayed at 1.04x).
 """
 
 from __future__ import annotations
