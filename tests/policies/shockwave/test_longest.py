@@ -1,7 +1,10 @@
 """The longest jobs first on several GPU types (`longest.py`): which jobs must progress and by how much, within
-the budget, and that the market and the policy honour it."""
+the budget, and that the market honours it; and the late floor's budget, which holds the most urgent late gangs."""
 
 from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 from test_gpu_types import CONFIG
@@ -9,6 +12,7 @@ from test_typed_greedy import window
 
 from shockwave.policies.shockwave.longest import MARGIN, longest_first
 from shockwave.policies.shockwave.market import Fairness, solve_market
+from shockwave.policies.shockwave.policy import ShockwavePolicy
 
 ROUNDS = 10
 
@@ -77,3 +81,14 @@ def test_progress_the_types_cannot_hold_makes_the_market_infeasible() -> None:
     both = np.full(2, 2.0 * ROUNDS)
     assert solve_market(inputs, CONFIG, fairness, progress=both) is None
     assert solve_market(inputs, CONFIG, fairness) is not None
+
+
+def test_the_late_floor_holds_the_whole_window_of_the_most_urgent_late_gangs() -> None:
+    # three late 8-GPU gangs on 8:8:8: 25% of the window (120 GPU-rounds) holds 15 of one gang's 20 rounds; the budget
+    # grows to the two most urgent gangs' whole windows (320), so both get every round and the third none
+    inputs = replace(window([[2.0, 1.0, 0.5]] * 3, [60000.0] * 3, (8, 8, 8)), scale_factors=np.full(3, 8))
+    view = SimpleNamespace(
+        late=lambda rhomax: np.ones(3, dtype=bool), urgency=lambda lam, rhomax: np.array([1.0, 3.0, 2.0])
+    )
+    policy = ShockwavePolicy(CONFIG)
+    assert policy._late_floor(inputs, view).tolist() == [0, ROUNDS, ROUNDS]  # type: ignore[arg-type]
