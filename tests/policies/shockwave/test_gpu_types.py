@@ -354,9 +354,11 @@ def test_shockwave_plans_every_type_moves_jobs_rarely_and_repeats_itself(dynamic
             if job in before:
                 kept += before[job] == gpu_type
                 moved += before[job] != gpu_type
-    # A job leaves its type when another is MOVE_GAIN faster or its own is full (13% of the time here, against
-    # 10% when jobs never left a type they had rounds on; restarts in all, moves and resumptions, 124 against 120).
-    assert moved <= 0.15 * (kept + moved), (moved, kept)
+    # A job leaves its type when another is MOVE_GAIN faster or its own is full: 10.8% of the time here (39 of 360),
+    # and 15.2% (51 of 335) since the late floor holds two late jobs' whole windows (policy.LATE_IN_FULL): two late
+    # 4-GPU gangs' windows take every GPU-round of these 8 GPUs, and the others move around them (makespan 10,555 s
+    # against 10,251, average JCT 5,592 against 5,522, worst rho 1.11 against 1.14).
+    assert moved <= 0.16 * (kept + moved), (moved, kept)
 
 
 def test_fluid_makespan_bound_splits_work_over_types() -> None:

@@ -23,6 +23,8 @@ Gavel-style gang traces (+5% and +7%). Every job levelled instead of three: 0.97
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from shockwave.policies.shockwave.market import MarketInputs
@@ -46,10 +48,19 @@ def longest_first(inputs: MarketInputs, jobs: int, share: float) -> np.ndarray |
     chosen[np.argsort(-time_left, kind="stable")[:jobs]] = True
     left = np.where(chosen, time_left, 0.0)
     level = (1 - MARGIN) * end - h
-    rounds = np.clip(left - level, 0, h)
-    while sizes @ rounds > share * gpus * h:
-        level += 1
-        rounds = np.clip(left - level, 0, h)
+
+    def rounds_at(steps: int) -> np.ndarray:
+        return np.clip(left - (level + steps), 0, h)
+
+    # the fewest whole rounds the level rises by for the rounds to fit the budget (none once it passes every job)
+    low, high = 0, max(0, math.ceil(float(left.max()) - level))
+    while low < high:
+        mid = (low + high) // 2
+        if sizes @ rounds_at(mid) <= share * gpus * h:
+            high = mid
+        else:
+            low = mid + 1
+    rounds = rounds_at(low)
     if not rounds.any():
         return None
     return np.minimum(rounds * fastest, remaining)
