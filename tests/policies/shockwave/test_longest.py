@@ -26,12 +26,20 @@ def test_the_longest_job_runs_every_round_at_its_fastest_speed() -> None:
 
 
 def test_jobs_just_behind_the_longest_are_levelled_with_it() -> None:
-    # times left 500 and 480 rounds: the level is (1 - MARGIN) x 500 - 10 = 465, so job 1 must do 15 rounds' time
-    inputs = window([[1.0, 0.5], [1.0, 0.5]], [30000.0, 28800.0], (4, 4))
+    # times left 500 and 470 rounds: the level is (1 - MARGIN) x 500 - 10 = 465, so job 1 must do 5 rounds' time
+    inputs = window([[1.0, 0.5], [1.0, 0.5]], [30000.0, 28200.0], (4, 4))
     progress = longest_first(inputs, jobs=2, share=1.0)
     assert progress is not None
-    level = (1 - MARGIN) * 500 - ROUNDS
-    assert progress.tolist() == [ROUNDS, min(ROUNDS, 480 - level)]
+    assert (1 - MARGIN) * 500 - ROUNDS == 465
+    assert progress.tolist() == [ROUNDS, 5.0]
+
+
+def test_near_the_end_only_the_chosen_jobs_are_asked_for_progress() -> None:
+    # the projected end (5 rounds) is within the window: the level is below 0, and the jobs not chosen stay free
+    inputs = window([[1.0, 1.0]] * 4, [300.0, 120.0, 60.0, 60.0], (4, 4))
+    progress = longest_first(inputs, jobs=1, share=1.0)
+    assert progress is not None
+    assert progress.tolist() == [5.0, 0.0, 0.0, 0.0]
 
 
 def test_only_the_longest_jobs_count() -> None:
@@ -84,8 +92,8 @@ def test_progress_the_types_cannot_hold_makes_the_market_infeasible() -> None:
 
 
 def test_the_late_floor_holds_the_whole_window_of_the_most_urgent_late_gangs() -> None:
-    # three late 8-GPU gangs on 8:8:8: 25% of the window (120 GPU-rounds) holds 15 of one gang's 20 rounds; the budget
-    # grows to the two most urgent gangs' whole windows (320), so both get every round and the third none
+    # three late 8-GPU gangs on 8:8:8: 25% of the window (60 GPU-rounds) holds 7 of one gang's 10 rounds; the budget
+    # grows to the two most urgent gangs' whole windows (160), so both get every round and the third none
     inputs = replace(window([[2.0, 1.0, 0.5]] * 3, [60000.0] * 3, (8, 8, 8)), scale_factors=np.full(3, 8))
     view = SimpleNamespace(
         late=lambda rhomax: np.ones(3, dtype=bool), urgency=lambda lam, rhomax: np.array([1.0, 3.0, 2.0])

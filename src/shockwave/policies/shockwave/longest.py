@@ -35,25 +35,25 @@ MARGIN = 0.05
 
 def longest_first(inputs: MarketInputs, jobs: int, share: float) -> np.ndarray | None:
     """The effective rounds (sum_t v_jt c_jt) each job must get in the window, or None where no job must."""
-    if jobs == 0 or share == 0:
+    if jobs == 0 or share == 0 or inputs.jobs == 0:
         return None
     fastest = inputs.speed.max(axis=1)
     remaining = inputs.remaining_rounds.astype(float)
-    time_left = remaining / np.where(fastest > 0, fastest, 1.0)
+    time_left = np.where(fastest > 0, remaining / np.where(fastest > 0, fastest, 1.0), 0.0)
     sizes = inputs.scale_factors.astype(float)
     gpus = float(sum(inputs.capacities))
     h = inputs.rounds
     end = max(float(time_left.max(initial=0.0)), float(sizes @ time_left) / gpus)
     chosen = np.zeros(inputs.jobs, dtype=bool)
     chosen[np.argsort(-time_left, kind="stable")[:jobs]] = True
-    left = np.where(chosen, time_left, 0.0)
+    left = np.where(chosen, time_left, -np.inf)  # the others are never asked for progress, even near the end
     level = (1 - MARGIN) * end - h
 
     def rounds_at(steps: int) -> np.ndarray:
         return np.clip(left - (level + steps), 0, h)
 
     # the fewest whole rounds the level rises by for the rounds to fit the budget (none once it passes every job)
-    low, high = 0, max(0, math.ceil(float(left.max()) - level))
+    low, high = 0, max(0, math.ceil(float(left[chosen].max()) - level))
     while low < high:
         mid = (low + high) // 2
         if sizes @ rounds_at(mid) <= share * gpus * h:

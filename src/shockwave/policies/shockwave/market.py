@@ -241,8 +241,9 @@ def solve_market(
     `start` is a warm start (rounds per job and type, for instance the previous plan's). `exact` (one binary per
     job and round) is the homogeneous program's. `floor`: on several types, the fewest rounds each job gets over
     all types (`greedy.late_floor`; a row of the relaxation, and rounding raises the jobs short of it first, so it
-    holds wherever their types have room). `progress`: the fewest effective rounds each job gets (its leftover at
-    most its remaining rounds less them; `longest.longest_first`). Raises SolverFailure when HiGHS gives nothing
+    holds wherever their types have room). `progress`: the fewest effective rounds each job gets in the relaxation
+    (its leftover at most its remaining rounds less them; rounding may leave it under a round short;
+    `longest.longest_first`). Raises SolverFailure when HiGHS gives nothing
     usable.
     """
     _check_finite(inputs, fairness)
