@@ -190,13 +190,16 @@ def late_floor(
     budget: int,
     *,
     in_part: bool = False,
+    in_full: int = 0,
 ) -> np.ndarray:
     """`floor` raised to every round a late job can use (`cap`), most urgent first, within `budget` more
     GPU-rounds; `in_part`: a job whose rounds do not all fit gets those that do (else it gets none, and later
-    jobs may take the budget)."""
+    jobs may take the budget); `in_full`: the budget holds at least the `in_full` most urgent late jobs' rounds."""
     floor = floor.copy()
     behind = np.flatnonzero(late & (floor < cap))
     behind = behind[np.argsort(-urgency[behind], kind="stable")]
+    first = behind[:in_full]
+    budget = max(budget, int(sizes[first] @ (cap[first] - floor[first])))
     if not in_part:
         chosen = behind[first_fit(sizes[behind] * (cap[behind] - floor[behind]), budget)]
         floor[chosen] = cap[chosen]
@@ -219,12 +222,17 @@ def leveled(rem: np.ndarray, cap: np.ndarray, sizes: np.ndarray, gpus: int, roun
     projected remaining time is on the critical path: it now runs (longest-processing-time first, as a fluid
     schedule would), and `allowed` keeps the rest of the window for the fairness market."""
     projected = float(sizes @ rem) / gpus
+    return lowest_level(rem, cap, sizes, max(0, math.ceil(projected - rounds)), allowed)
 
-    def floor_at(level: int) -> np.ndarray:
-        return np.clip(rem - level, 0, cap)
 
-    low = max(0, math.ceil(projected - rounds))
-    high = max(low, int(rem.max(initial=0)))
+def lowest_level(work: np.ndarray, cap: np.ndarray, sizes: np.ndarray, start: float, allowed: float) -> np.ndarray:
+    """clip(work - level, 0, cap) at the lowest level start + k (k = 0, 1, ...) at which its GPU-rounds (sizes @ it)
+    are at most `allowed`, found by bisection (every job is at 0 once the level passes the most work)."""
+
+    def floor_at(steps: int) -> np.ndarray:
+        return np.clip(work - (start + steps), 0, cap)
+
+    low, high = 0, max(0, math.ceil(float(work.max(initial=start)) - start))
     while low < high:
         mid = (low + high) // 2
         if sizes @ floor_at(mid) <= allowed:

@@ -23,10 +23,9 @@ Gavel-style gang traces (+5% and +7%). Every job levelled instead of three: 0.97
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
+from shockwave.policies.shockwave.greedy import lowest_level
 from shockwave.policies.shockwave.market import MarketInputs
 
 MARGIN = 0.05
@@ -39,7 +38,7 @@ def longest_first(inputs: MarketInputs, jobs: int, share: float) -> np.ndarray |
         return None
     fastest = inputs.speed.max(axis=1)
     remaining = inputs.remaining_rounds.astype(float)
-    time_left = np.where(fastest > 0, remaining / np.where(fastest > 0, fastest, 1.0), 0.0)
+    time_left = np.divide(remaining, fastest, out=np.zeros_like(remaining), where=fastest > 0)
     sizes = inputs.scale_factors.astype(float)
     gpus = float(sum(inputs.capacities))
     h = inputs.rounds
@@ -47,20 +46,7 @@ def longest_first(inputs: MarketInputs, jobs: int, share: float) -> np.ndarray |
     chosen = np.zeros(inputs.jobs, dtype=bool)
     chosen[np.argsort(-time_left, kind="stable")[:jobs]] = True
     left = np.where(chosen, time_left, -np.inf)  # the others are never asked for progress, even near the end
-    level = (1 - MARGIN) * end - h
-
-    def rounds_at(steps: int) -> np.ndarray:
-        return np.clip(left - (level + steps), 0, h)
-
-    # the fewest whole rounds the level rises by for the rounds to fit the budget (none once it passes every job)
-    low, high = 0, max(0, math.ceil(float(left[chosen].max()) - level))
-    while low < high:
-        mid = (low + high) // 2
-        if sizes @ rounds_at(mid) <= share * gpus * h:
-            high = mid
-        else:
-            low = mid + 1
-    rounds = rounds_at(low)
+    rounds = lowest_level(left, np.full(inputs.jobs, float(h)), sizes, (1 - MARGIN) * end - h, share * gpus * h)
     if not rounds.any():
         return None
     return np.minimum(rounds * fastest, remaining)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
+from itertools import product
 from typing import Any
 
 import numpy as np
@@ -363,11 +364,10 @@ class ShockwavePolicy(Policy):
         # jobs' floor. Neither over configurations (`_late_floor`).
         floors = [self._late_floor(inputs, view), None] if typed and fairness.relaxed else [None]
         progress = longest_first(inputs, cfg.longest_jobs, cfg.longest_share) if typed else None
-        for floor in floors:
-            for least in [progress, None] if progress is not None else [None]:
-                solution = solve_market(inputs, cfg, fairness, start=start, exact=exact, floor=floor, progress=least)
-                if solution is not None:
-                    return solution
+        for floor, least in product(floors, [progress, None] if progress is not None else [None]):
+            solution = solve_market(inputs, cfg, fairness, start=start, exact=exact, floor=floor, progress=least)
+            if solution is not None:
+                return solution
         return None
 
     def _late_floor(self, inputs: MarketInputs, view: FairnessView) -> np.ndarray:
@@ -387,10 +387,9 @@ class ShockwavePolicy(Policy):
         cap = inputs.type_cap.max(axis=1)
         sizes = inputs.scale_factors.astype(int)
         late, urgency = view.late(cfg.rhomax), view.urgency(cfg.lam, cfg.rhomax)
-        behind = np.flatnonzero(late)
-        first = behind[np.argsort(-urgency[behind], kind="stable")[:LATE_IN_FULL]]
-        budget = max(int(cfg.late_share * inputs.gpus * inputs.rounds), int(sizes[first] @ cap[first]))
-        return late_floor(np.zeros(inputs.jobs, dtype=int), cap, sizes, late, urgency, budget, in_part=True)
+        budget = int(cfg.late_share * inputs.gpus * inputs.rounds)
+        floor = np.zeros(inputs.jobs, dtype=int)
+        return late_floor(floor, cap, sizes, late, urgency, budget, in_part=True, in_full=LATE_IN_FULL)
 
     def _previous_plan(self, view: SchedulerView, ids: list[int]) -> list[list[Placed]]:
         """What is left of the last plan, in rows of the current job list and indices of the cluster's types (on
