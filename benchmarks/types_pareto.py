@@ -3,7 +3,8 @@
 
 Cases: the released 120-, 220- and 460-job traces on three types (as the table in docs/shockwave.md), and traces
 generated with seeds the policy was tuned on (71, 83, 123), seeds it was not tuned on until 2026-11-27 (4111, 4222,
-4333, 4444) and seeds held out then (5111, 5222, 5333, 5444, 5555):
+4333, 4444), seeds held out then (5111, 5222, 5333, 5444, 5555), seeds first used on 2026-11-27 for the layout's
+order and `longest_jobs` (6111, 6222, 6333, 6444, 6555) and seeds held out then (7111, 7222, 7333, 7444, 7555):
 Shockwave-style adaptive jobs on 16:16:16, 36:36:36 and 64:32:32 clusters, Gavel-style multi-GPU jobs (gangs of up
 to 8) on 8:8:8, all under corrected mechanics. Shockwave runs with the reference configuration for the released
 traces' cluster sizes and the default one otherwise. Each row gives Shockwave's makespan over
@@ -48,7 +49,27 @@ GENERATED = {
     "h300": ("shockwave", 300, 15.0, 5555),
     "h460": ("shockwave", 460, 12.0, 5222),
     "hg200": ("gavel", 200, 1500.0, 5444),
+    # used for the layout's order and longest_jobs on 2026-11-27 (k) and held out then (m)
+    "k160": ("shockwave", 160, 30.0, 6333),
+    "k220": ("shockwave", 220, 20.0, 6111),
+    "k300": ("shockwave", 300, 15.0, 6555),
+    "k460": ("shockwave", 460, 12.0, 6222),
+    "kg200": ("gavel", 200, 1500.0, 6444),
+    "m160": ("shockwave", 160, 30.0, 7333),
+    "m220": ("shockwave", 220, 20.0, 7111),
+    "m300": ("shockwave", 300, 15.0, 7555),
+    "m460": ("shockwave", 460, 12.0, 7222),
+    "mg200": ("gavel", 200, 1500.0, 7444),
 }
+SHAPES = (
+    ("160", "16:16:16", "v100:16,p100:16,k80:16"),
+    ("220", "36:36:36", "v100:36,p100:36,k80:36"),
+    ("220", "64:32:32", "v100:64,p100:32,k80:32"),
+    ("300", "64:32:32", "v100:64,p100:32,k80:32"),
+    ("460", "36:36:36", "v100:36,p100:36,k80:36"),
+    ("g200", "8:8:8", "v100:8,p100:8,k80:8"),
+)
+"""The clusters of the cases on seeds first used on 2026-11-27 (k) and held out then (m)."""
 CASES = {
     **{name: (name, cluster) for name, (_, cluster, _) in RELEASED.items()},
     "s220 36:36:36": ("s220", "v100:36,p100:36,k80:36"),
@@ -68,6 +89,7 @@ CASES = {
     "h300 64:32:32": ("h300", "v100:64,p100:32,k80:32"),
     "h460 36:36:36": ("h460", "v100:36,p100:36,k80:36"),
     "hg200 8:8:8": ("hg200", "v100:8,p100:8,k80:8"),
+    **{f"{held}{size} {shape}": (f"{held}{size}", spec) for held in "km" for size, shape, spec in SHAPES},
 }
 
 

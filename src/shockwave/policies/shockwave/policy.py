@@ -118,7 +118,8 @@ class ShockwavePolicy(Policy):
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
-        # a window over configurations (`_plan_elastic`) has its own second-solve slack
+        # a window over several types, or over configurations (`_plan_elastic`), has its own second-solve slack
+        self._typed = replace(self.config, welfare_slack=self.config.typed_welfare_slack)
         self._elastic = replace(self.config, welfare_slack=self.config.elastic_welfare_slack)
         self.forecasts = {}
         self.targets = FinishTimeTargets()
@@ -322,8 +323,8 @@ class ShockwavePolicy(Policy):
         config: ShockwaveConfig | None = None,
     ) -> MarketSolution:
         """The market with fairness constraints, or with priorities when the constraints cannot all hold (`config`:
-        instead of the policy's)."""
-        cfg = config or self.config
+        instead of the policy's, which on several types has `typed_welfare_slack`)."""
+        cfg = config or (self._typed if len(inputs.capacities) > 1 else self.config)
         fairness = Fairness.constrained(view, inputs, cfg)
         solution = self._window(inputs, view, fairness, start, exact, cfg) if fairness is not None else None
         if solution is None:
