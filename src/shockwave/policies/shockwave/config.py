@@ -82,10 +82,10 @@ class ShockwaveConfig:
     """Share of the market's welfare term the second solve may give up to finish jobs sooner (0: a pure
     tie-break among equally good plans). Not a reference key: the reference leaves that choice to Gurobi."""
     typed_welfare_slack: float = 0.5
-    """`welfare_slack` on several GPU types (rigid jobs). Measured on `benchmarks/types_pareto.py`'s 20 cases (with
-    the layout's critical jobs off their main type last, `packing.pack_types`): 0.3 left average JCT over 0.9x the
-    best `_perf` baseline's on three of them and over Themis's on one; 0.5 on none of them, at 1-3% more makespan
-    (the geometric mean has room: 0.94x `min_total_duration_perf`'s). Not a reference key."""
+    """`welfare_slack` on several GPU types (rigid jobs). Measured on `benchmarks/types_pareto.py`: with 0.3 (before
+    the layout's order in `packing.pack_types` and `longest_jobs` 8) average JCT missed its bars on 4 of the first 20
+    cases; with 0.5 on 1 of them and 3 of all 32 (0.45 and 0.55: 2 and 4), makespan 0.94x `min_total_duration_perf`'s
+    in geometric mean either way. Not a reference key."""
     elastic_welfare_slack: float = 0.6
     """`welfare_slack` where jobs are goodput-adaptive (`elastic.py`, solved every round). On Sia's homogeneous
     Philly 1-3 (overloaded: half the jobs miss rho 1.05 under any policy) 0.3 left average JCT 0.97-1.35x Sia's, 0.6

@@ -176,7 +176,8 @@ def pack_types(
     Why the critical jobs with fewest rounds off their main type first: a critical job granted rounds on two types
     takes the faster while it has room, so critical jobs granted a few V100 rounds each filled the V100s in the
     window's first rounds, and a 4-GPU job granted every V100 round, the one setting the makespan, ran on K80s for
-    19 rounds (a 220-job trace on 36:36:36, seed 6111: makespan 1.10x `min_total_duration_perf`'s; 0.99x with it).
+    19 rounds (a 220-job trace on 36:36:36, seed 6111: makespan 1.10x `min_total_duration_perf`'s; 1.02x with this
+    order and `longest_jobs` 8, 1.10x with `longest_jobs` 8 alone).
 
     Why late jobs far behind come before jobs that must run: the plan is re-solved within a few rounds, so a gang
     that only fits once the must-run jobs are done, at the window's end, never ran (a Gavel-style trace on 8:8:8
