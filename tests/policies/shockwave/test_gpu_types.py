@@ -14,6 +14,7 @@ import pytest
 
 from shockwave.api import simulate
 from shockwave.core.cluster import ClusterSpec
+from shockwave.policies.shockwave import policy
 from shockwave.policies.shockwave.config import ShockwaveConfig
 from shockwave.policies.shockwave.market import Fairness, MarketInputs, log_segments, solve_market
 from shockwave.policies.shockwave.packing import TypedRows, fill_types, pack_types
@@ -393,8 +394,6 @@ def test_fluid_makespan_bound_splits_work_over_types() -> None:
 @pytest.mark.parametrize(("cluster", "slack"), [("v100:4,p100:2,k80:2", 0.5), ("v100:8", 0.3)])
 def test_several_types_solve_with_their_own_welfare_slack(dynamic_trace: Path, cluster: str, slack: float) -> None:
     """`typed_welfare_slack` (0.5) is the second solve's slack on several types; one type keeps `welfare_slack`."""
-    from shockwave.policies.shockwave import policy
-
     seen: set[float] = set()
 
     def solve(inputs: MarketInputs, config: ShockwaveConfig, *args: object, **kwargs: object) -> object:

@@ -250,7 +250,9 @@ def _round_order(
     far = rows.far_behind & ~first
     late = rows.late
     group = np.select([first, far, must, late & ran, late, ran], [0, 1, 2, 3, 4, 5], default=6)
-    off_main = np.where(first, rounds_left - np.array([max(row) for row in left]), 0)
+    off_main = np.zeros(len(total), dtype=int)
+    critical = np.flatnonzero(first)  # a few jobs: the others' rows are not read
+    off_main[critical] = rounds_left[critical] - np.array([max(left[j]) for j in critical], dtype=int)
     live = np.flatnonzero(rounds_left > 0)
     return live[np.lexsort((rank[live], off_main[live], group[live]))].tolist()
 
