@@ -4,7 +4,8 @@
 Cases: the released 120-, 220- and 460-job traces on three types (as the table in docs/shockwave.md), and traces
 generated with seeds the policy was tuned on (71, 83, 123), seeds it was not tuned on until 2026-11-27 (4111, 4222,
 4333, 4444), seeds held out then (5111, 5222, 5333, 5444, 5555), seeds first used on 2026-11-27 for the layout's
-order and `longest_jobs` (6111, 6222, 6333, 6444, 6555) and seeds held out then (7111, 7222, 7333, 7444, 7555):
+order and `longest_jobs` (6111, 6222, 6333, 6444, 6555), seeds held out then (7111, 7222, 7333, 7444, 7555) and
+seeds held out when `typed_greedy_jobs` was chosen on 2026-11-27 (8111, 8222, 8333, 8444, 8555):
 Shockwave-style adaptive jobs on 16:16:16, 36:36:36 and 64:32:32 clusters, Gavel-style multi-GPU jobs (gangs of up
 to 8) on 8:8:8, all under corrected mechanics. Shockwave runs with the reference configuration for the released
 traces' cluster sizes and the default one otherwise. Each row gives Shockwave's makespan over
@@ -44,10 +45,11 @@ GENERATED = {
     "v460": ("shockwave", 460, 12.0, 4222),
     "vg200": ("gavel", 200, 1500.0, 4444),
     # h: held out on 2026-11-27 (longest.py was chosen without them; LATE_IN_FULL's 2 over 1 was chosen with them);
-    # k: used for the layout's order and longest_jobs on 2026-11-27; m: held out then. Seeds 5xxx, 6xxx, 7xxx.
+    # k: used for the layout's order and longest_jobs on 2026-11-27; m: held out then; n: held out when
+    # typed_greedy_jobs was chosen (at 2,000 jobs, by cost). Seeds 5xxx, 6xxx, 7xxx, 8xxx.
     **{
         f"{held}{size}": (style, jobs, gap, base + tail)
-        for held, base in (("h", 5000), ("k", 6000), ("m", 7000))
+        for held, base in (("h", 5000), ("k", 6000), ("m", 7000), ("n", 8000))
         for size, (style, jobs, gap, tail) in {
             "160": ("shockwave", 160, 30.0, 333),
             "220": ("shockwave", 220, 20.0, 111),
@@ -65,7 +67,7 @@ SHAPES = (
     ("460", "36:36:36", "v100:36,p100:36,k80:36"),
     ("g200", "8:8:8", "v100:8,p100:8,k80:8"),
 )
-"""The clusters of the cases on seeds 5xxx (h), 6xxx (k) and 7xxx (m)."""
+"""The clusters of the cases on seeds 5xxx (h), 6xxx (k), 7xxx (m) and 8xxx (n)."""
 CASES = {
     **{name: (name, cluster) for name, (_, cluster, _) in RELEASED.items()},
     "s220 36:36:36": ("s220", "v100:36,p100:36,k80:36"),
@@ -79,7 +81,7 @@ CASES = {
     "v460 36:36:36": ("v460", "v100:36,p100:36,k80:36"),
     "v460 64:32:32": ("v460", "v100:64,p100:32,k80:32"),
     "vg200 8:8:8": ("vg200", "v100:8,p100:8,k80:8"),
-    **{f"{held}{size} {shape}": (f"{held}{size}", spec) for held in "hkm" for size, shape, spec in SHAPES},
+    **{f"{held}{size} {shape}": (f"{held}{size}", spec) for held in "hkmn" for size, shape, spec in SHAPES},
 }
 
 

@@ -163,3 +163,6 @@ def test_gang_priorities_keep_the_order_past_the_cap_and_count_the_gang() -> Non
         assert np.isfinite(endless.gang_priorities(lam=12.0, rhomax=1.0, sizes=sizes)).all()
     # Under the cap, lambda is kept: rho^lambda times the gang.
     assert view.gang_priorities(lam=2.0, rhomax=1.0, sizes=sizes)[3] == pytest.approx(8 * 7.2**2)
+    # Lambda 0 (a valid key: rho^0 = 1) weighs jobs behind by their gang alone; it divided by zero (NaN weights).
+    assert view.gang_priorities(lam=0.0, rhomax=1.0, sizes=sizes).tolist() == [1.0, 1.0, 1.0, 8.0]
+    assert done.gang_priorities(lam=0.0, rhomax=1.0, sizes=np.ones(4))[3] == PRIORITY_CAP

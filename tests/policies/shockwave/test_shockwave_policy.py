@@ -71,6 +71,7 @@ def test_every_reference_configuration_loads(name: str) -> None:
         ({"log_approximation_bases": [0.1, 1.0]}, "log_approximation_bases", "from 0.0 to 1.0"),
         ({"welfare_slack": 2}, "welfare_slack", "[0, 1]"),
         ({"typed_welfare_slack": -0.1}, "typed_welfare_slack", "[0, 1]"),
+        ({"typed_greedy_jobs": 0}, "typed_greedy_jobs", "integer >= 1"),
         ({"elastic_min_stint": -1}, "elastic_min_stint", "[0, 100] restarts"),
         ({"elastic_min_stint": 101}, "elastic_min_stint", "[0, 100] restarts"),
     ],

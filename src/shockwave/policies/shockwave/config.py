@@ -4,10 +4,10 @@ Defaults are those of `configurations/tacc_32gpus.json`. `gpu_ram`, `solver_time
 accepted because every reference file carries them, but nothing reads them: the reference's optimizer never read
 `gpu_ram`, and a wall-clock limit or a thread count that follows the machine would make plans depend on the
 machine's speed, load and size. HiGHS runs on one thread and stops on `solver_max_nodes` instead (same plan
-everywhere). Eleven keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`,
+everywhere). Twelve keys are ours: `resolve_every_rounds` (the reference's hard-coded REOPT_ROUNDS), `welfare_slack`,
 `elastic_welfare_slack` and `elastic_min_stint`, `solver_max_nodes`, for large clusters `greedy_jobs`,
-`makespan_share` and `late_share`, and for several GPU types `longest_jobs`, `longest_share` and
-`typed_welfare_slack`.
+`makespan_share` and `late_share`, and for several GPU types `typed_greedy_jobs`, `longest_jobs`, `longest_share`
+and `typed_welfare_slack`.
 
 `ShockwaveConfig` is a frozen pydantic dataclass, so a config built in code is type-checked too; a JSON file goes
 through `from_mapping` first, whose messages name the key (pydantic's would name a Python field instead).
@@ -59,12 +59,18 @@ class ShockwaveConfig:
     """Re-solve at least this often even when no job arrives or completes (the reference's REOPT_ROUNDS)."""
     greedy_jobs: int = 180
     """Active jobs from which a window is solved by `greedy.py` (a sort, within one item of the exact program's optimum,
-    plus rounds for critical jobs) instead of HiGHS; on several GPU types by `typed_greedy.py` (one greedy market
-    per type, 5x less CPU than HiGHS's LP relaxation at 2,000 jobs on three types). HiGHS's cost grows faster than
-    the jobs (0.2-1.5 s per window at 700-1,500 jobs, 2 cores); below 180 it takes under 0.1 s. The released 120-
-    and 220-job traces never reach 180 active jobs and keep their exact plans; on the 460- and 900-job traces the
-    greedy path does better on makespan, worst rho and unfair jobs (from 190 on, the 460-job trace's worst rho got
-    worse than HiGHS's, from 160 down the 220-job trace's). Not a reference key."""
+    plus rounds for critical jobs) instead of HiGHS, on one GPU type (several: `typed_greedy_jobs`). HiGHS's cost
+    grows faster than the jobs (0.2-1.5 s per window at 700-1,500 jobs, 2 cores); below 180 it takes under 0.1 s.
+    The released 120- and 220-job traces never reach 180 active jobs and keep their exact plans; on the 460- and
+    900-job traces the greedy path does better on makespan, worst rho and unfair jobs (from 190 on, the 460-job
+    trace's worst rho got worse than HiGHS's, from 160 down the 220-job trace's). Not a reference key."""
+    typed_greedy_jobs: int = 300
+    """`greedy_jobs` on several GPU types: active jobs from which the window is solved by `typed_greedy.py` instead
+    of HiGHS's LP relaxation. The LP plans better (it lets a job split its window over types, and the longest jobs
+    and the layout's order are HiGHS's alone): at 180, the typed greedy's 300- and 460-job traces of
+    `benchmarks/types_pareto.py` had 2-10% more average JCT (seed 7555, 300 jobs on 64:32:32: 1.009x Themis's
+    against 0.920x). 300 is the most that costs nothing at 2,000 jobs on three types (CPU 1.35x one type's, as at
+    180; 400: 1.58x, over issue 33's 1.5x; every window by HiGHS: 5.4x). Not a reference key."""
     makespan_share: float = 0.75
     """On the greedy path, the share of a window's GPU-rounds the longest jobs may be given before the market
     (`greedy.leveled`; 0: none). Not a reference key."""
@@ -111,6 +117,7 @@ class ShockwaveConfig:
             (self.gpu_ram > 0, "gpu_ram", "must be > 0"),
             (self.resolve_every_rounds >= 1, "resolve_every_rounds", "must be an integer >= 1"),
             (self.greedy_jobs >= 1, "greedy_jobs", "must be an integer >= 1"),
+            (self.typed_greedy_jobs >= 1, "typed_greedy_jobs", "must be an integer >= 1"),
             (0 <= self.makespan_share <= 1, "makespan_share", "must be in [0, 1]"),
             (0 <= self.late_share <= 1, "late_share", "must be in [0, 1]"),
             (self.longest_jobs >= 0, "longest_jobs", "must be an integer >= 0"),

@@ -133,10 +133,13 @@ class FairnessView:
         Why: a fixed cap made every job past rho = PRIORITY_CAP^(1/lambda) equal, and the market prices welfare
         per GPU-round, so among equals an 8-GPU gang was worth an eighth of a 1-GPU job; fair shares count jobs,
         not GPUs (a job is owed a 1/n share of its gang's time). On a Gavel-style trace on 8:8:8 GPUs its 4- and
-        8-GPU jobs waited until the end (worst rho 12.9)."""
+        8-GPU jobs waited until the end (worst rho 12.9). Lambda 0 (no priority by rho: rho^0 = 1) leaves the gang
+        size alone."""
         cap = math.log(PRIORITY_CAP)
         ratio = self.projected_ratio()
         behind, done = ratio > rhomax, self.nearly_done(rhomax)
+        if lam == 0:
+            return np.where(behind, np.where(done, PRIORITY_CAP, np.minimum(np.maximum(sizes, 1), PRIORITY_CAP)), 1.0)
         rho = np.log(np.minimum(ratio, 1e300)) + np.log(np.maximum(sizes, 1)) / lam
         regular = behind & ~done
         top = float(rho[regular].max(initial=0.0))

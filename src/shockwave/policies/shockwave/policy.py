@@ -340,8 +340,9 @@ class ShockwavePolicy(Policy):
 
     def _greedy(self, inputs: MarketInputs, exact: bool) -> bool:
         """Whether the window is solved greedily (`greedy.py`, on several types `typed_greedy.py`): from
-        `greedy_jobs` active jobs; never over configurations."""
-        return not exact and not inputs.column_types and inputs.jobs >= self.config.greedy_jobs
+        `greedy_jobs` active jobs (`typed_greedy_jobs` on several types); never over configurations."""
+        least = self.config.greedy_jobs if len(inputs.capacities) == 1 else self.config.typed_greedy_jobs
+        return not exact and not inputs.column_types and inputs.jobs >= least
 
     def _window(
         self,
@@ -352,7 +353,7 @@ class ShockwavePolicy(Policy):
         exact: bool,
         cfg: ShockwaveConfig,
     ) -> MarketSolution | None:
-        """HiGHS, or from `greedy_jobs` active jobs the greedy solution, critical jobs first."""
+        """HiGHS, or from `greedy_jobs` (`typed_greedy_jobs`) active jobs the greedy solution, critical jobs first."""
         if self._greedy(inputs, exact):
             late, urgency = view.late(cfg.rhomax), view.urgency(cfg.lam, cfg.rhomax)
             if len(inputs.capacities) > 1:
