@@ -165,4 +165,8 @@ def test_gang_priorities_keep_the_order_past_the_cap_and_count_the_gang() -> Non
     assert view.gang_priorities(lam=2.0, rhomax=1.0, sizes=sizes)[3] == pytest.approx(8 * 7.2**2)
     # Lambda 0 (a valid key: rho^0 = 1) weighs jobs behind by their gang alone; it divided by zero (NaN weights).
     assert view.gang_priorities(lam=0.0, rhomax=1.0, sizes=sizes).tolist() == [1.0, 1.0, 1.0, 8.0]
-    assert done.gang_priorities(lam=0.0, rhomax=1.0, sizes=np.ones(4))[3] == PRIORITY_CAP
+    assert done.gang_priorities(lam=0.0, rhomax=1.0, sizes=sizes).tolist() == [1.0, 1.0, 1.0, PRIORITY_CAP]
+    # And where a target is the submission itself (an infinite ratio), rho^0 is still 1, not 0 x log(inf).
+    with np.errstate(divide="ignore"):
+        assert endless.urgency(lam=0.0, rhomax=1.0).tolist() == [0.0] * 4
+        assert endless.priorities(lam=0.0, rhomax=1.0).tolist() == [1.0] * 4

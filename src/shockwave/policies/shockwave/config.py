@@ -68,7 +68,7 @@ class ShockwaveConfig:
     """`greedy_jobs` on several GPU types: active jobs from which the window is solved by `typed_greedy.py` instead
     of HiGHS's LP relaxation. The LP plans better (it lets a job split its window over types, and the longest jobs
     and the layout's order are HiGHS's alone): at 180, the typed greedy's 300- and 460-job traces of
-    `benchmarks/types_pareto.py` had 2-10% more average JCT (seed 7555, 300 jobs on 64:32:32: 1.009x Themis's
+    `benchmarks/types_pareto.py` had 2.5-10% more average JCT (seed 7555, 300 jobs on 64:32:32: 1.009x Themis's
     against 0.920x). 300 is the most that costs nothing at 2,000 jobs on three types (CPU 1.35x one type's, as at
     180; 400: 1.58x, over issue 33's 1.5x; every window by HiGHS: 5.4x). Not a reference key."""
     makespan_share: float = 0.75

@@ -115,7 +115,9 @@ class FairnessView:
     def urgency(self, lam: float, rhomax: float) -> np.ndarray:
         """log pi_j, uncapped and defined for every job (jobs on track get lambda log rho_j <= 0)."""
         ratio = self.projected_ratio()
-        return np.where(self.nearly_done(rhomax), NEARLY_DONE_EXPONENT, lam) * np.log(ratio)
+        exponent = np.where(self.nearly_done(rhomax), NEARLY_DONE_EXPONENT, lam)
+        # rho^0 = 1 even where rho is infinite (a target at the submission): 0 x log(inf) would be NaN.
+        return np.multiply(exponent, np.log(ratio), out=np.zeros(len(ratio)), where=exponent != 0)
 
     def nearly_done(self, rhomax: float) -> np.ndarray:
         """Jobs behind with under a round of work left after their current epoch."""
@@ -134,7 +136,7 @@ class FairnessView:
         per GPU-round, so among equals an 8-GPU gang was worth an eighth of a 1-GPU job; fair shares count jobs,
         not GPUs (a job is owed a 1/n share of its gang's time). On a Gavel-style trace on 8:8:8 GPUs its 4- and
         8-GPU jobs waited until the end (worst rho 12.9). Lambda 0 (no priority by rho: rho^0 = 1) leaves the gang
-        size alone."""
+        size alone (nearly done jobs still get the cap)."""
         cap = math.log(PRIORITY_CAP)
         ratio = self.projected_ratio()
         behind, done = ratio > rhomax, self.nearly_done(rhomax)
