@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE := $(VENV)/.installed-base
 
-.PHONY: demo test browser bench fidelity docs docs-tables sia-table sia-held-out sia-bound lint clean
+.PHONY: demo test browser bench fidelity docs docs-tables sia-table sia-held-out sia-bound sia-jitter lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,10 @@ sia-held-out: $(STAMP)
 # The least worst rho any schedule can give each homogeneous Philly workload, beside what the policies got in the two above.
 sia-bound: $(STAMP)
 	$(BIN)/python benchmarks/sia_fairness_bound.py $(SIA_ARTIFACT_ARG)
+
+# How far one run's makespan is from its mean: the bar workloads with every arrival moved by under a second.
+sia-jitter: $(STAMP)
+	$(BIN)/python benchmarks/sia_jitter.py $(SIA_ARTIFACT_ARG)
 
 # The docs' results tables (one GPU type, several), regenerated from the simulations themselves (tests check its 120-job rows).
 docs-tables: $(STAMP)
