@@ -5,8 +5,9 @@ Each bar workload of `sia_table.py` (Saturn 1-3 on Sia's heterogeneous cluster, 
 runs under `sia` and `shockwave` as given (seed 0) and with every arrival moved later by a uniform draw in [0, 1)
 second (seeds 1 to `--seeds`; `random.Random(seed)`, one draw per line in file order). A second cannot matter to a
 job that runs for hours, but it moves arrivals across 60 s round boundaries, so the runs show the spread of each
-policy's makespan on its own and of Shockwave's over Sia's. Issue 35 asks for a makespan at most Sia's on each of
-three workloads; this says how far a single run of that ratio is from its mean. Printed, never asserted.
+policy's makespan on its own and of Shockwave's over Sia's; a second table gives Shockwave's average JCT over Sia's,
+worst rho and unfair share per run. Issue 35 asks for a makespan at most Sia's on each of three workloads (and JCT and
+fairness bars); this says how far a single run of each is from its mean. Printed, never asserted.
 """
 
 from __future__ import annotations
@@ -47,7 +48,16 @@ def run(job: tuple[Path, Path, str, str]) -> dict[str, Any]:
     workload, profiles, cluster, policy = job
     result = simulate(workload, policy, cluster, trace_format="sia", profiles=profiles, round_seconds=60)
     first = min(j.arrival_s for j in result.jobs)
-    return {"makespan": max(j.finish_s for j in result.jobs) - first, "jct": result.avg_jct_s}
+    return {
+        "makespan": max(j.finish_s for j in result.jobs) - first,
+        "jct": result.avg_jct_s,
+        "rho": result.worst_ftf,
+        "unfair": 100 * result.unfair_fraction,
+    }
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(sum(map(math.log, values)) / len(values))
 
 
 def main() -> None:
@@ -56,6 +66,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="jittered copies of each workload (default 3)")
     parser.add_argument("-j", type=int, default=2, help="simulations at once (default 2)")
     args = parser.parse_args()
+    if args.seeds < 0 or args.j < 1:
+        parser.error("--seeds must be >= 0 and -j >= 1")
+    seeds = range(args.seeds + 1)
     cases = [
         (setting, cluster, workload)
         for setting, (cluster, workloads) in settings(BAR_WORKLOADS).items()
@@ -65,7 +78,7 @@ def main() -> None:
         jobs = [
             (jittered(args.artifact / "workloads" / workload, seed, Path(folder)), args.artifact / "traces", cluster, p)
             for _, cluster, workload in cases
-            for seed in range(args.seeds + 1)
+            for seed in seeds
             for p in POLICIES
         ]
         with ProcessPoolExecutor(args.j) as pool:
@@ -73,23 +86,31 @@ def main() -> None:
             found = {
                 (setting, workload, seed, p): next(done)
                 for setting, _, workload in cases
-                for seed in range(args.seeds + 1)
+                for seed in seeds
                 for p in POLICIES
             }
     print(
-        "| setting | workload | sia makespan, max / min over seeds | shockwave's | shockwave / sia makespan per seed "
-        "(seed 0 first) | geometric mean |"
+        "| setting | workload | sia's makespan, max / min over the runs | shockwave's | shockwave / sia makespan, "
+        "per seed | geometric mean |"
     )
     print("|---|---|---|---|---|---|")
     for setting, _, workload in cases:
-        runs = {p: [found[(setting, workload, s, p)]["makespan"] for s in range(args.seeds + 1)] for p in POLICIES}
-        ratios = [w / s for w, s in zip(runs["shockwave"], runs["sia"], strict=True)]
-        mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        spread = {p: max(v) / min(v) for p, v in runs.items()}
+        runs = {p: [found[(setting, workload, s, p)] for s in seeds] for p in POLICIES}
+        makespans = {p: [run["makespan"] for run in runs[p]] for p in POLICIES}
+        ratios = [w / s for w, s in zip(makespans["shockwave"], makespans["sia"], strict=True)]
+        spread = {p: max(v) / min(v) for p, v in makespans.items()}
         print(
             f"| {setting} | {workload} | {spread['sia']:.3f} | {spread['shockwave']:.3f} | "
-            f"{' '.join(f'{r:.3f}' for r in ratios)} | {mean:.3f} |"
+            f"{' '.join(f'{r:.3f}' for r in ratios)} | {geometric_mean(ratios):.3f} |"
         )
+    print("\n| setting | workload | shockwave / sia average JCT, per seed | shockwave's worst rho | its unfair % |")
+    print("|---|---|---|---|---|")
+    for setting, _, workload in cases:
+        ours = [found[(setting, workload, s, "shockwave")] for s in seeds]
+        jct = [run["jct"] / found[(setting, workload, s, "sia")]["jct"] for s, run in zip(seeds, ours, strict=True)]
+        rhos = " ".join(f"{run['rho']:.2f}" for run in ours)
+        unfair = " ".join(f"{run['unfair']:.1f}" for run in ours)
+        print(f"| {setting} | {workload} | {' '.join(f'{r:.3f}' for r in jct)} | {rhos} | {unfair} |")
 
 
 if __name__ == "__main__":
