@@ -117,18 +117,30 @@ def update_page(
 ) -> None:
     """Rewrite the table between `markers` in `page` with `render(generated)`, or with `check` only report (exit 1)
     the generated lines the page lacks."""
+    if check:
+        sys.exit(1 if lacking(page, markers, generated) else 0)
+    text = _marked(page, markers)
+    begin, end = markers
+    start, stop = text.index(begin), text.index(end) + len(end)
+    page.write_text(text[:start] + render(generated) + text[stop:])
+    print(f"rewrote the table between {begin} and {end} in {page}")
+
+
+def lacking(page: Path, markers: tuple[str, str], generated: dict[str, list[str]]) -> list[str]:
+    """The generated lines `page` lacks, each printed."""
+    text = _marked(page, markers)
+    stale = [line for lines in generated.values() for line in lines if line not in text]
+    for line in stale:
+        print(f"{page.name} lacks: {line}")
+    return stale
+
+
+def _marked(page: Path, markers: tuple[str, str]) -> str:
     text = page.read_text()
     begin, end = markers
     if begin not in text or end not in text:
         sys.exit(f"{page}: the markers {begin!r} and {end!r} are missing")
-    if check:
-        stale = [line for lines in generated.values() for line in lines if line not in text]
-        for line in stale:
-            print(f"{page.name} lacks: {line}")
-        sys.exit(1 if stale else 0)
-    start, stop = text.index(begin), text.index(end) + len(end)
-    page.write_text(text[:start] + render(generated) + text[stop:])
-    print(f"rewrote the table between {begin} and {end} in {page}")
+    return text
 
 
 def arguments(traces: list[str], description: str | None = __doc__) -> argparse.Namespace:

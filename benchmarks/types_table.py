@@ -3,17 +3,21 @@ cannot go stale (`make docs-tables` rewrites it; `--check` only compares and exi
 
 The released 120-, 220- and 460-job traces with the wisr table (V100, P100 and K80 rates), under corrected
 mechanics, each on a cluster of three types; Shockwave with the reference configuration for the cluster's size. The
-table sits between the two markers below in docs/shockwave.md.
+table sits between the two markers below in docs/shockwave.md; a line per trace of the same runs (Shockwave beside
+the best baseline on each measure) sits in README.md.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from docs_tables import MIX, ROOT, arguments, simulate_all, update_page
+from docs_tables import MIX, ROOT, arguments, lacking, simulate_all, update_page
 
 PAGE = ROOT / "docs" / "shockwave.md"
 BEGIN, END = "<!-- types-table:begin (make docs-tables) -->", "<!-- types-table:end -->"
+README = ROOT / "README.md"
+SUMMARY = ("<!-- types-summary:begin (make docs-tables) -->", "<!-- types-summary:end -->")
 CASES = {
     "120": (f"120_0.2_5_100_40_25_{MIX}", "v100:16,p100:8,k80:8", "tacc_32gpus"),
     "220": (f"220_0.2_5_100_25_4_{MIX}", "v100:32,p100:16,k80:16", "scale_64gpus"),
@@ -36,11 +40,36 @@ def rows(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
-def table(names: list[str], workers: int) -> dict[str, list[str]]:
+def summary(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
+    """README's line for one trace: Shockwave's makespan, average JCT and worst rho, each beside the best baseline's."""
+    _, cluster, _ = CASES[name]
+    ours, others = results["shockwave"], [p for p in POLICIES if p != "shockwave"]
+
+    def cell(key: str, form: str) -> str:
+        best = min(others, key=lambda p: results[p][key])
+        return f"{form.format(ours[key])} / {form.format(results[best][key])} ({best})"
+
+    return [
+        f"| {name} jobs, {cluster} | {cell('makespan_s', '{:,.0f} s')} | {cell('avg_jct_s', '{:,.0f} s')} | "
+        f"{cell('worst_ftf', '{:.2f}')} |"
+    ]
+
+
+def render_summary(by_trace: dict[str, list[str]]) -> str:
+    head = [
+        SUMMARY[0],
+        "| released trace, cluster | makespan: shockwave / best baseline | average JCT | worst rho |",
+        "|---|---|---|---|",
+    ]
+    return "\n".join([*head, *(line for name in CASES if name in by_trace for line in by_trace[name]), SUMMARY[1]])
+
+
+def simulated(names: list[str], workers: int) -> dict[str, dict[str, dict[str, Any]]]:
+    """Trace -> policy -> its result."""
     jobs = [(name, policy) for name in names for policy in POLICIES]
     runs = [(CASES[n][0], "wisr", CASES[n][1], "corrected", CASES[n][2], p) for n, p in jobs]
     done = dict(zip(jobs, simulate_all(runs, workers), strict=True))
-    return {name: rows(name, {p: done[(n, p)] for n, p in jobs if n == name}) for name in names}
+    return {name: {p: done[(n, p)] for n, p in jobs if n == name} for name in names}
 
 
 def render(by_trace: dict[str, list[str]]) -> str:
@@ -55,7 +84,14 @@ def render(by_trace: dict[str, list[str]]) -> str:
 def main() -> None:
     args = arguments(list(CASES), __doc__)
     names = args.traces.split(",")
-    update_page(PAGE, (BEGIN, END), table(names, args.j), render, check=args.check)
+    results = simulated(names, args.j)
+    page = {name: rows(name, by_policy) for name, by_policy in results.items()}
+    readme = {name: summary(name, by_policy) for name, by_policy in results.items()}
+    if args.check:
+        stale = lacking(PAGE, (BEGIN, END), page) + lacking(README, SUMMARY, readme)
+        sys.exit(1 if stale else 0)
+    update_page(PAGE, (BEGIN, END), page, render, check=False)
+    update_page(README, SUMMARY, readme, render_summary, check=False)
 
 
 if __name__ == "__main__":
