@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import random
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from itertools import product
 from pathlib import Path
+from statistics import geometric_mean
 from typing import Any
 
-from sia_table import BAR_WORKLOADS, settings
+from sia_table import BAR_WORKLOADS, measures, settings
 
 POLICIES = ("sia", "shockwave")
 
@@ -47,17 +48,7 @@ def run(job: tuple[Path, Path, str, str]) -> dict[str, Any]:
 
     workload, profiles, cluster, policy = job
     result = simulate(workload, policy, cluster, trace_format="sia", profiles=profiles, round_seconds=60)
-    first = min(j.arrival_s for j in result.jobs)
-    return {
-        "makespan": max(j.finish_s for j in result.jobs) - first,
-        "jct": result.avg_jct_s,
-        "rho": result.worst_ftf,
-        "unfair": 100 * result.unfair_fraction,
-    }
-
-
-def geometric_mean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
+    return measures(result.model_dump())
 
 
 def main() -> None:
@@ -74,29 +65,20 @@ def main() -> None:
         for setting, (cluster, workloads) in settings(BAR_WORKLOADS).items()
         for workload in workloads
     ]
+    copies = [(setting, cluster, workload, seed) for setting, cluster, workload in cases for seed in seeds]
     with tempfile.TemporaryDirectory() as folder:
-        jobs = [
-            (jittered(args.artifact / "workloads" / workload, seed, Path(folder)), args.artifact / "traces", cluster, p)
-            for _, cluster, workload in cases
-            for seed in seeds
-            for p in POLICIES
-        ]
+        files = {c: jittered(args.artifact / "workloads" / c[2], c[3], Path(folder)) for c in copies}  # once a copy
+        runs = list(product(copies, POLICIES))
         with ProcessPoolExecutor(args.j) as pool:
-            done = iter(pool.map(run, jobs))
-            found = {
-                (setting, workload, seed, p): next(done)
-                for setting, _, workload in cases
-                for seed in seeds
-                for p in POLICIES
-            }
+            done = pool.map(run, [(files[c], args.artifact / "traces", c[1], p) for c, p in runs])
+            found = {(c[0], c[2], c[3], p): result for (c, p), result in zip(runs, done, strict=True)}
     print(
         "| setting | workload | sia's makespan, max / min over the runs | shockwave's | shockwave / sia makespan, "
         "per seed | geometric mean |"
     )
     print("|---|---|---|---|---|---|")
     for setting, _, workload in cases:
-        runs = {p: [found[(setting, workload, s, p)] for s in seeds] for p in POLICIES}
-        makespans = {p: [run["makespan"] for run in runs[p]] for p in POLICIES}
+        makespans = {p: [found[(setting, workload, s, p)]["makespan"] for s in seeds] for p in POLICIES}
         ratios = [w / s for w, s in zip(makespans["shockwave"], makespans["sia"], strict=True)]
         spread = {p: max(v) / min(v) for p, v in makespans.items()}
         print(
@@ -107,9 +89,9 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for setting, _, workload in cases:
         ours = [found[(setting, workload, s, "shockwave")] for s in seeds]
-        jct = [run["jct"] / found[(setting, workload, s, "sia")]["jct"] for s, run in zip(seeds, ours, strict=True)]
-        rhos = " ".join(f"{run['rho']:.2f}" for run in ours)
-        unfair = " ".join(f"{run['unfair']:.1f}" for run in ours)
+        jct = [r["jct"] / found[(setting, workload, s, "sia")]["jct"] for s, r in zip(seeds, ours, strict=True)]
+        rhos = " ".join(f"{r['rho']:.2f}" for r in ours)
+        unfair = " ".join(f"{r['unfair']:.1f}" for r in ours)
         print(f"| {setting} | {workload} | {' '.join(f'{r:.3f}' for r in jct)} | {rhos} | {unfair} |")
 
 

@@ -10,6 +10,7 @@ the best baseline on each measure) sits in README.md.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from docs_tables import MIX, ROOT, arguments, lacking, simulate_all, update_page
@@ -55,15 +56,6 @@ def summary(name: str, results: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
-def render_summary(by_trace: dict[str, list[str]]) -> str:
-    head = [
-        SUMMARY[0],
-        "| released trace, cluster | makespan: shockwave / best baseline | average JCT | worst rho |",
-        "|---|---|---|---|",
-    ]
-    return "\n".join([*head, *(line for name in CASES if name in by_trace for line in by_trace[name]), SUMMARY[1]])
-
-
 def simulated(names: list[str], workers: int) -> dict[str, dict[str, dict[str, Any]]]:
     """Trace -> policy -> its result."""
     jobs = [(name, policy) for name in names for policy in POLICIES]
@@ -72,13 +64,15 @@ def simulated(names: list[str], workers: int) -> dict[str, dict[str, dict[str, A
     return {name: {p: done[(n, p)] for n, p in jobs if n == name} for name in names}
 
 
-def render(by_trace: dict[str, list[str]]) -> str:
-    head = [
-        BEGIN,
-        "| trace, cluster (fluid makespan bound) | policy | makespan s | avg JCT s | worst rho | unfair |",
-        "|---|---|---|---|---|---|",
-    ]
-    return "\n".join([*head, *(line for name in CASES if name in by_trace for line in by_trace[name]), END])
+def renderer(markers: tuple[str, str], header: list[str]) -> Callable[[dict[str, list[str]]], str]:
+    """`update_page`'s render for a table of these columns: each trace's lines in `CASES`' order, between `markers`."""
+
+    def render(by_trace: dict[str, list[str]]) -> str:
+        lines = (line for name in CASES if name in by_trace for line in by_trace[name])
+        head = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        return "\n".join([markers[0], *head, *lines, markers[1]])
+
+    return render
 
 
 def main() -> None:
@@ -90,8 +84,10 @@ def main() -> None:
     if args.check:
         stale = lacking(PAGE, (BEGIN, END), page) + lacking(README, SUMMARY, readme)
         sys.exit(1 if stale else 0)
-    update_page(PAGE, (BEGIN, END), page, render, check=False)
-    update_page(README, SUMMARY, readme, render_summary, check=False)
+    columns = ["trace, cluster (fluid makespan bound)", "policy", "makespan s", "avg JCT s", "worst rho", "unfair"]
+    update_page(PAGE, (BEGIN, END), page, renderer((BEGIN, END), columns), check=False)
+    summary_columns = ["released trace, cluster", "makespan: shockwave / best baseline", "average JCT", "worst rho"]
+    update_page(README, SUMMARY, readme, renderer(SUMMARY, summary_columns), check=False)
 
 
 if __name__ == "__main__":

@@ -127,8 +127,8 @@ def test_a_simulation_on_several_types_plans_by_type_greedily_and_repeats_itself
     runs = [simulate(trace, "shockwave", "v100:4,p100:4,k80:4", throughputs=wisr, config=config) for _ in range(2)]
     first, second = runs
     assert first.complete and first.solver is not None and first.solver.greedy == first.solver.solves > 0
+    assert first.utilization_by_type is not None and all(u > 0 for u in first.utilization_by_type.values())
+    assert [job.finish_s for job in first.jobs] == [job.finish_s for job in second.jobs]
     # On several types `typed_greedy_jobs` decides, not the one-type `greedy_jobs`.
     by_lp = simulate(trace, "shockwave", "v100:4,p100:4,k80:4", throughputs=wisr, config=ShockwaveConfig(greedy_jobs=1))
     assert by_lp.solver is not None and by_lp.solver.greedy == 0 < by_lp.solver.solves
-    assert first.utilization_by_type is not None and all(u > 0 for u in first.utilization_by_type.values())
-    assert [job.finish_s for job in first.jobs] == [job.finish_s for job in second.jobs]

@@ -118,8 +118,11 @@ class ShockwavePolicy(Policy):
 
     def __init__(self, config: ShockwaveConfig | None = None) -> None:
         self.config = config or ShockwaveConfig()
-        # a window over several types, or over configurations (`_plan_elastic`), has its own second-solve slack
-        self._typed = replace(self.config, welfare_slack=self.config.typed_welfare_slack)
+        # a window over several types (`_config_for`), or over configurations (`_plan_elastic`), has its own
+        # second-solve slack; over several types also its own greedy threshold
+        self._typed = replace(
+            self.config, welfare_slack=self.config.typed_welfare_slack, greedy_jobs=self.config.typed_greedy_jobs
+        )
         self._elastic = replace(self.config, welfare_slack=self.config.elastic_welfare_slack)
         self.forecasts = {}
         self.targets = FinishTimeTargets()
@@ -323,8 +326,8 @@ class ShockwavePolicy(Policy):
         config: ShockwaveConfig | None = None,
     ) -> MarketSolution:
         """The market with fairness constraints, or with priorities when the constraints cannot all hold (`config`:
-        instead of the policy's, which on several types has `typed_welfare_slack`)."""
-        cfg = config or (self._typed if len(inputs.capacities) > 1 else self.config)
+        instead of the policy's for the window, `_config_for`)."""
+        cfg = config or self._config_for(inputs)
         fairness = Fairness.constrained(view, inputs, cfg)
         solution = self._window(inputs, view, fairness, start, exact, cfg) if fairness is not None else None
         if solution is None:
@@ -338,11 +341,15 @@ class ShockwavePolicy(Policy):
         self.stats.greedy += self._greedy(inputs, exact)
         return solution
 
+    def _config_for(self, inputs: MarketInputs) -> ShockwaveConfig:
+        """The policy's config for a window of rigid jobs: on several types `typed_welfare_slack` and
+        `typed_greedy_jobs` stand for `welfare_slack` and `greedy_jobs`."""
+        return self._typed if len(inputs.capacities) > 1 else self.config
+
     def _greedy(self, inputs: MarketInputs, exact: bool) -> bool:
         """Whether the window is solved greedily (`greedy.py`, on several types `typed_greedy.py`): from
         `greedy_jobs` active jobs (`typed_greedy_jobs` on several types); never over configurations."""
-        least = self.config.greedy_jobs if len(inputs.capacities) == 1 else self.config.typed_greedy_jobs
-        return not exact and not inputs.column_types and inputs.jobs >= least
+        return not exact and not inputs.column_types and inputs.jobs >= self._config_for(inputs).greedy_jobs
 
     def _window(
         self,
