@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from shockwave import __version__
+from shockwave.policies.solvers import blas
 
 DECIDING = ("numpy", "scipy", "highspy", "cvxpy", "ecos", "clarabel", "scs", "osqp")
 """Libraries whose version can change a simulated result (solvers and the numerics under them)."""
@@ -27,6 +28,7 @@ def library_versions() -> dict[str, str]:
             found[name] = version(name)
         except PackageNotFoundError:
             found[name] = "not installed"
+    found["blas"] = blas.kernels()
     return found
 
 

@@ -13,8 +13,9 @@ of placement never measured at their floor, the retrogression terms too when no 
 GPUs; and, with nothing across nodes, the cross-node terms at least 1.1 times the within-node ones.
 
 These constants and rules are AdaptDL's (Petuum, Apache-2.0), which Sia's simulator uses; the arithmetic here is
-this project's own, in Python floats (`math`); the parameters found are rounded to 10 significant digits, as
-the bounded search itself calls BLAS, whose kernels are chosen per CPU.
+this project's own, in Python floats (`math`). The bounded search itself calls BLAS, whose kernels OpenBLAS
+chooses per CPU: `policies/solvers/blas.py` pins them (parameters differed from the 9th digit, past the rounding
+to 10 significant digits kept here, and whole schedules with them).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import numpy as np
 from scipy.optimize import Bounds, minimize
 from threadpoolctl import ThreadpoolController
 
+from shockwave.policies.solvers import blas
 from shockwave.workload_model.goodput import Measurement
 
 FLOOR = 1e-8
@@ -134,6 +136,7 @@ def _blas() -> ThreadpoolController:
 @functools.lru_cache(maxsize=65536)
 def fit(data: tuple[Measurement, ...]) -> StepModel:
     """The step model that best explains `data` (sorted, so the same measurements give the same fit)."""
+    blas.check()
     start = list(START)
     lower = [FLOOR] * 6 + [1.0]
     upper = [math.inf] * 6 + [MAX_GAMMA]
@@ -162,7 +165,7 @@ def fit(data: tuple[Measurement, ...]) -> StepModel:
             bounds=Bounds(lower, upper),
             tol=TOLERANCE,
         )
-    # Rounded to 10 significant digits: the search's BLAS kernels (chosen per CPU) may differ in the last bits.
+    # Rounded to 10 significant digits, as every published number was made (it does not make CPUs agree).
     x = [float(f"{v:.10g}") for v in found.x]
     if not any(nodes > 1 for nodes, *_ in data):
         x[2], x[3] = max(x[2], 1.1 * x[4]), max(x[3], 1.1 * x[5])
