@@ -28,14 +28,18 @@ def library_versions() -> dict[str, str]:
             found[name] = version(name)
         except PackageNotFoundError:
             found[name] = "not installed"
-    found["blas"] = blas.kernels()
     return found
+
+
+def deciding_versions() -> dict[str, str]:
+    """The library versions, and the BLAS kernels loaded by now (read each time: they load as the run needs)."""
+    return {**library_versions(), "blas": blas.kernels()}
 
 
 def provenance(mechanics: Any | None = None) -> dict[str, Any]:
     """The result's `provenance` object; `mechanics` is a Mechanics (every parameter is recorded). The command is
     added by whoever ran it (`with_command`): a sweep's cell runs in a worker that does not know it."""
-    record: dict[str, Any] = {"versions": dict(library_versions())}
+    record: dict[str, Any] = {"versions": deciding_versions()}
     if mechanics is not None:
         record["mechanics"] = asdict(mechanics)
     return record

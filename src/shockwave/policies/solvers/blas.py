@@ -49,14 +49,14 @@ def runs_pinned() -> bool:
 
 
 def kernels() -> str:
-    """The kernels of the OpenBLAS that scipy loaded (the one the fit goes through), or what else was found."""
-    import scipy.optimize  # noqa: F401  (loads scipy's BLAS, if it is not loaded yet)
+    """The kernels of every OpenBLAS this process has loaded (numpy's, and scipy's once the fit has run); loading
+    none here (scipy's would add seconds to every small command that records a result)."""
     from threadpoolctl import threadpool_info
 
     found = sorted(
         {str(lib.get("architecture")) for lib in threadpool_info() if lib.get("internal_api") == "openblas"} - {"None"}
     )
-    return ",".join(found) or "not openblas"
+    return ",".join(found) or "none loaded"
 
 
 @functools.cache
