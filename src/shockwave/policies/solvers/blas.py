@@ -21,7 +21,11 @@ import functools
 import logging
 import os
 import platform
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
+
+from threadpoolctl import ThreadpoolController, threadpool_info
 
 PINNED = "Haswell"
 """OpenBLAS's name for its AVX2 + FMA kernels."""
@@ -51,12 +55,8 @@ def runs_pinned() -> bool:
 def kernels() -> str:
     """The kernels of every OpenBLAS this process has loaded (numpy's, and scipy's once the fit has run); loading
     none here (scipy's would add seconds to every small command that records a result)."""
-    from threadpoolctl import threadpool_info
-
-    found = sorted(
-        {str(lib.get("architecture")) for lib in threadpool_info() if lib.get("internal_api") == "openblas"} - {"None"}
-    )
-    return ",".join(found) or "none loaded"
+    found = {lib.get("architecture") for lib in threadpool_info() if lib.get("internal_api") == "openblas"}
+    return ",".join(sorted(filter(None, found))) or "none loaded"
 
 
 @functools.cache
@@ -71,3 +71,17 @@ def check() -> None:
             PINNED,
             PINNED,
         )
+
+
+@functools.cache
+def _loaded() -> ThreadpoolController:
+    """The BLAS libraries loaded, found once (by the first search, when scipy's is loaded)."""
+    return ThreadpoolController()
+
+
+def one_thread() -> AbstractContextManager[Any]:
+    """BLAS on one thread for a small search, on the pinned kernels (`check`). The fit's vectors have 7 entries: on
+    a busy machine, waking BLAS threads for each of its steps cost ten times the search itself (156 against 18 CPU-s
+    for one workload)."""
+    check()
+    return _loaded().limit(limits=1, user_api="blas")

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import Bounds, minimize
-from threadpoolctl import ThreadpoolController
 
 from shockwave.policies.solvers import blas
 from shockwave.workload_model.goodput import Measurement
@@ -126,17 +125,9 @@ def _rmse(errors: Sequence[float]) -> float:
     return math.sqrt(math.fsum(e * e for e in errors) / len(errors))
 
 
-@functools.cache
-def _blas() -> ThreadpoolController:
-    """The BLAS libraries loaded, found once. The search's vectors have 7 entries: on a busy machine, waking BLAS
-    threads for each of its steps cost ten times the search itself (156 against 18 CPU-s for one workload)."""
-    return ThreadpoolController()
-
-
 @functools.lru_cache(maxsize=65536)
 def fit(data: tuple[Measurement, ...]) -> StepModel:
     """The step model that best explains `data` (sorted, so the same measurements give the same fit)."""
-    blas.check()
     start = list(START)
     lower = [FLOOR] * 6 + [1.0]
     upper = [math.inf] * 6 + [MAX_GAMMA]
@@ -155,7 +146,7 @@ def fit(data: tuple[Measurement, ...]) -> StepModel:
     if not any(replicas > 2 for _, replicas, *_ in data):
         hold(3, FLOOR)
         hold(5, FLOOR)
-    with _blas().limit(limits=1, user_api="blas"):
+    with blas.one_thread():
         found = minimize(
             _loss_and_gradient,
             np.array(start),
