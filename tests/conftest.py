@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -62,14 +64,32 @@ REAL_PROCESSES = (
 one after another while the other runs the rest (`make test`: pytest -n 2 --dist loadgroup), so two of them never
 compete for the two cores."""
 REAL_PROCESS_TESTS = ("test_compare_and_sweep.py::test_scale_sweep_locally_and_on_ray_gives_identical_results",)
+REAL_PROCESS_LOCK = Path(tempfile.gettempdir()) / "shockwave-tests-real-processes.lock"
+"""Held while a real-process test runs, by whichever worker (or pytest session on this machine) runs it."""
+
+
+def runs_real_processes(item: pytest.Item) -> bool:
+    test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"  # parametrised: the function's name
+    return item.path.name in REAL_PROCESSES or test in REAL_PROCESS_TESTS
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"  # parametrised: the function's name
-        if item.path.name in REAL_PROCESSES or test in REAL_PROCESS_TESTS:
+        if runs_real_processes(item):
             item.add_marker(pytest.mark.xdist_group("real-processes"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """Real-process tests also wait for each other on a file lock: xdist's grouping is silently lost wherever it
+    cannot tag the test's id (pytest 9.2, pytest-xdist#1386; or `pytest -n 2` without `--dist loadgroup`), and two
+    of them at once starve the Ray nodes they start (one was declared dead for missed heartbeats mid-test)."""
+    if not runs_real_processes(item):
+        return (yield)
+    with REAL_PROCESS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        return (yield)
 
 
 @pytest.fixture(scope="session")
