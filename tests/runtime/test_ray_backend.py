@@ -61,7 +61,9 @@ def start_run(trace: Path, out: Path, policy: str, round_seconds: str = ROUND) -
     )
 
 
-def finish(process: subprocess.Popen, out: Path, timeout: float = 600) -> None:
+def finish(process: subprocess.Popen, out: Path, timeout: float = 1200) -> None:
+    """Wait for the run, with a guard against a hang (not a race: the preemption trace took 399 s on a slow 2-core
+    machine, against 600 s allowed before)."""
     process.wait(timeout=timeout)
     assert process.returncode == 0, (out / "scheduler.log").read_text()[-3000:]
 
