@@ -69,6 +69,7 @@ REAL_PROCESS_LOCK = Path(tempfile.gettempdir()) / "shockwave-tests-real-processe
 
 
 def runs_real_processes(item: pytest.Item) -> bool:
+    """Whether `item` is one of REAL_PROCESSES' or REAL_PROCESS_TESTS' tests."""
     test = f"{item.path.name}::{getattr(item, 'originalname', item.name)}"  # parametrised: the function's name
     return item.path.name in REAL_PROCESSES or test in REAL_PROCESS_TESTS
 

@@ -31,15 +31,11 @@ def library_versions() -> dict[str, str]:
     return found
 
 
-def deciding_versions() -> dict[str, str]:
-    """The library versions, and the BLAS kernels loaded by now (read each time: they load as the run needs)."""
-    return {**library_versions(), "blas": blas.kernels()}
-
-
 def provenance(mechanics: Any | None = None) -> dict[str, Any]:
     """The result's `provenance` object; `mechanics` is a Mechanics (every parameter is recorded). The command is
     added by whoever ran it (`with_command`): a sweep's cell runs in a worker that does not know it."""
-    record: dict[str, Any] = {"versions": deciding_versions()}
+    # the BLAS kernels are read at each result, not cached with the versions: they load as the run needs them
+    record: dict[str, Any] = {"versions": {**library_versions(), "blas": blas.kernels()}}
     if mechanics is not None:
         record["mechanics"] = asdict(mechanics)
     return record
