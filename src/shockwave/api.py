@@ -36,7 +36,7 @@ def simulate(
     batch_sizes: str | Path | None = None,
     on_round: Callable[[Progress], None] | None = None,
     window: tuple[int, int] | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     policy_params: Mapping[str, Any] | Iterable[str] = (),
     prices: str | Path | None = None,
     trace_format: str = "auto",
@@ -51,7 +51,8 @@ def simulate(
     Shockwave's hyperparameters (an object or a JSON file); `trace`, `throughputs` and `config` may name bundled
     datasets (`shockwave.datasets`: "canonical-120", "tacc", "tacc-32gpus", ...); `batch_sizes` replays a real
     run's batch-size schedules;
-    `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws;
+    `window` (A, B) measures jobs A..B-1 and ends the run when they are done; `seed` seeds the policies' random draws
+    (default: the seed a generated trace was drawn with, else 0);
     `policy_params` are the policy's own parameters (e.g. `{"entities": "teams.toml"}`, or `KEY=VALUE` texts as
     `--policy-param` writes them), each one it must declare;
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)

@@ -104,8 +104,9 @@ def test_a_rigid_gang_split_over_servers_runs_at_its_placements_speed(
     assert packed is not None and split is not None and split < packed  # interpolated: two servers sync slower
     steps = tm.steps("toy", 64)
     if mechanics == "sia":
-        # first-fit: job 0 on GPUs 0-2, job 1 on GPU 3 and GPUs 4-5; both planned at the first round's end (120 s)
-        expected = [120 + 30 + steps / packed, 120 + 30 + steps / split]
+        # first-fit: job 0 on GPUs 0-2, job 1 on GPU 3 and GPUs 4-5; both planned at the first round's end (Sia's 60 s)
+        assert result.round_seconds == 60
+        expected = [60 + 30 + steps / packed, 60 + 30 + steps / split]
     else:
         # a whole server each, planned at once, both at the packed placement's speed
         expected = [30 + steps / packed] * 2

@@ -21,6 +21,8 @@ from shockwave.workload_model.trace import (
     TraceError,
     format_gavel_line,
     format_line,
+    generator_header,
+    generator_seed,
     read_trace,
     trace_format,
     write_trace,
@@ -345,3 +347,38 @@ def test_msr_traces_convert_to_gavels_format_and_back(tmp_path: Path, msr_traces
         again = tmp_path / f"again-{path.name}"
         write_trace(read_trace(out), again, "gavel")
         assert again.read_bytes() == out.read_bytes()
+
+
+def test_comment_lines_are_skipped_and_line_numbers_kept(tmp_path: Path) -> None:
+    path = tmp_path / "c.trace"
+    path.write_text(f"# a note\n{GOOD}\n# another\n{fields(scale_factor='0')}\n")
+    with pytest.raises(TraceError) as caught:
+        read_trace(path)
+    assert caught.value.line == 4 and caught.value.field == "scale_factor"
+    path.write_text(f"# a note\n{GOOD}\n")
+    assert len(read_trace(path)) == 1 and trace_format(path) is not None
+
+
+def test_a_generated_trace_names_its_seed_on_its_first_line(tmp_path: Path) -> None:
+    path = tmp_path / "g.trace"
+    job = read_trace(_written(tmp_path, GOOD))[0]
+    write_trace([job], path, generator=generator_header("gavel", {"jobs": 1, "lam": 900.0, "seed": 7}))
+    assert path.read_text().splitlines()[0] == "# generator: style=gavel jobs=1 lam=900.0 seed=7"
+    assert generator_seed(path) == 7 and read_trace(path) == [job]
+    assert generator_seed(_written(tmp_path, GOOD)) is None  # any other trace names none
+    path.write_text(f"# generator: style=gavel seed=x7\n{GOOD}\n")
+    with pytest.raises(InputError, match="generator's seed") as caught:
+        generator_seed(path)
+    assert (caught.value.line, caught.value.field) == (1, "seed")
+
+
+def test_gavels_format_is_written_without_comments(tmp_path: Path) -> None:
+    job = read_trace(_written(tmp_path, GOOD))[0]
+    with pytest.raises(ValueError, match="job lines only"):
+        write_trace([job], tmp_path / "g.trace", "gavel", generator="# generator: seed=1")
+
+
+def _written(folder: Path, text: str) -> Path:
+    path = folder / "plain.trace"
+    path.write_text(text + "\n")
+    return path

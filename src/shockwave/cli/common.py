@@ -59,6 +59,13 @@ ConfigOpt = Annotated[
 
 
 RoundSecondsOpt = Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")]
+PresetRoundOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--round-seconds",
+        help="Round length (seconds); default: the mechanics preset's (120 s; gavel 360 s, as its driver; sia 60 s).",
+    ),
+]
 
 
 GpusOpt = Annotated[

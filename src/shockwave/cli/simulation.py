@@ -22,7 +22,7 @@ from shockwave.cli.common import (
     ParallelOpt,
     PoliciesOpt,
     PolicyParamOpt,
-    RoundSecondsOpt,
+    PresetRoundOpt,
     ThroughputsOpt,
     as_list,
     dataset_option,
@@ -151,7 +151,7 @@ def simulate_cmd(
     cluster: ClusterOpt = None,
     gpus_per_server: GpusPerServerOpt = 1,
     throughputs: ThroughputsOpt = None,
-    round_seconds: RoundSecondsOpt = 120.0,
+    round_seconds: PresetRoundOpt = None,
     restart_seconds: RestartSecondsOpt = None,
     realloc_seconds: ReallocSecondsOpt = None,
     restart_by_gang: RestartByGangOpt = "",
@@ -161,7 +161,15 @@ def simulate_cmd(
     batch_sizes: BatchSizesOpt = None,
     measurements: MeasurementsOpt = None,
     window: WindowOpt = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seeds the policies' random draws (Gavel's type shuffle).")] = 0,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Seeds the policies' random draws (Gavel's type shuffle); default: the seed a trace from `trace "
+            "generate` was drawn with (as the reference simulators take one seed for both), else 0.",
+            min=0,
+        ),
+    ] = None,
     policy_param: PolicyParamOpt = None,
     prices: PricesOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the result JSON on stdout.")] = False,
@@ -212,7 +220,7 @@ def simulate_cmd(
 def _mechanics(
     name: str | None,
     trace_format: str,
-    round_seconds: float,
+    round_seconds: float | None,
     restart_seconds: float | None,
     realloc_seconds: float | None,
     restart_by_gang: str,
@@ -222,13 +230,12 @@ def _mechanics(
     restarts, switches and reallocations (the preset's own where a flag is not given)."""
     from shockwave.simulator.mechanics import preset
 
+    chosen = preset(name, trace_format)
     by_gang = parse_gang_costs(restart_by_gang, "--restart-seconds-by-gang") if restart_by_gang else None
     switch_costs = parse_gang_costs(switch_by_gang, "--switch-seconds-by-gang") if switch_by_gang else None
-    return (
-        preset(name, trace_format)
-        .with_round_seconds(round_seconds)
-        .with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
-    )
+    if round_seconds is not None:
+        chosen = chosen.with_round_seconds(round_seconds)
+    return chosen.with_overrides(restart_seconds, realloc_seconds, by_gang, switch_costs)
 
 
 def _report_run(result: dict[str, Any], rounds: list[Any], out_dir: Path | None, as_json: bool) -> None:
@@ -254,7 +261,7 @@ def compare_cmd(
     throughputs: ThroughputsOpt = None,
     config: ConfigOpt = None,
     mechanics: MechanicsOpt = None,
-    round_seconds: RoundSecondsOpt = 120.0,
+    round_seconds: PresetRoundOpt = None,
     gpus_per_server: GpusPerServerOpt = 1,
     parallel: ParallelOpt = None,
     allow_unfinished: AllowUnfinishedOpt = False,

@@ -86,7 +86,7 @@ def trace_generate(
     make: Callable[[], list[TraceJob]]
     if style == "gavel":
         workload = _gavel_workload(jobs, lam, seed, static, multi_gpu, multi_priority, slos)
-        default = workload.file_name()
+        default, header = workload.file_name(), workload.header()
         make = partial(generate_gavel, workload, tm)
     elif style == "shockwave":
         if static or multi_gpu or multi_priority or slos:
@@ -101,11 +101,11 @@ def trace_generate(
             mode_mix=parse_floats(mode_mix, "--mode-mix"),
             gpu_mix=parse_floats(gpu_mix, "--gpu-mix"),  # type: ignore[arg-type]
         )
-        default = params.file_name()
+        default, header = params.file_name(), ""  # the artifact's traces, byte for byte: no comment line
         make = partial(generate, params, tm)
     else:
         raise InputError(f"unknown --style {style!r}; choose shockwave or gavel")
-    _write_generated(make, output or Path(default), tm.name)
+    _write_generated(make, output or Path(default), tm.name, header)
 
 
 def _mean_gap(lam: float | None, jobs_per_hour: float | None) -> float | None:
@@ -130,12 +130,13 @@ def _gavel_workload(
     return GavelWorkload(jobs, float(lam or 0.0), 0 if seed is None else seed, multi_gpu, multi_priority, slos=slos)
 
 
-def _write_generated(make: Callable[[], list[TraceJob]], path: Path, source: str) -> None:
-    """Generate only once the file is known to be writable: a long generation is not lost to a bad -o."""
+def _write_generated(make: Callable[[], list[TraceJob]], path: Path, source: str, header: str) -> None:
+    """Generate only once the file is known to be writable: a long generation is not lost to a bad -o. The file
+    opens with the generator's parameters where given (Gavel's), so a simulation of it takes the same seed."""
     ensure_writable_file(path)
     trace = make()
     try:
-        write_trace(trace, path)
+        write_trace(trace, path, generator=header)
     except OSError as exc:
         raise InputError(f"cannot write trace: {exc.strerror}", path=path) from None
     err.print(f"wrote {len(trace)} jobs to {path} (throughputs: {source})", markup=False, highlight=False)

@@ -174,7 +174,7 @@ def run_cell(cell: Cell, on_round: Callable[[Any], None] | None = None) -> dict[
             config,
             on_round,
             window=cell.window,
-            seed=cell.seed or 0,
+            seed=cell.seed,
             trace_format=cell.trace_format,
             profiles=profiles,
         )

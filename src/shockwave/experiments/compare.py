@@ -43,7 +43,8 @@ class CompareRequest:
     config: Path | None = None
     mechanics: str | None = None
     """A preset's name (None: the trace format's own, `preset`)."""
-    round_seconds: float = 120.0
+    round_seconds: float | None = None
+    """None: the mechanics preset's."""
     gpus_per_server: int = 1
     cluster: str | None = None
     """GPU pools by type (`--cluster`), instead of `gpus` GPUs of the default type."""
@@ -65,7 +66,9 @@ def build_cells(request: CompareRequest) -> list[Cell]:
     policies = canonical_names(request.policies)
     if not policies:
         raise InputError("--policies names no policy")
-    mechanics = preset(request.mechanics, request.trace_format).with_round_seconds(request.round_seconds)
+    mechanics = preset(request.mechanics, request.trace_format)
+    if request.round_seconds is not None:
+        mechanics = mechanics.with_round_seconds(request.round_seconds)
     cluster = ClusterSpec.from_options(request.gpus, request.cluster, request.gpus_per_server)
     if request.trace_format not in TRACE_FORMATS:
         raise InputError(f"unknown trace format {request.trace_format!r}; choose {' or '.join(TRACE_FORMATS)}")
@@ -95,7 +98,7 @@ def build_cells(request: CompareRequest) -> list[Cell]:
             cluster=request.cluster,
             policy=policy,
             mechanics=mechanics.name,
-            round_seconds=request.round_seconds,
+            round_seconds=mechanics.round_seconds,
             gpus_per_server=request.gpus_per_server,
             trace_path=str(request.trace),
             throughputs_name=str(request.throughputs) if request.throughputs else None,

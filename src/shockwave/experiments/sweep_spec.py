@@ -11,7 +11,7 @@
     throughputs = "tacc_throughputs.json"          # optional; default: the built-in model
     config = "tacc_32gpus.json"                    # Shockwave's hyperparameters, optional
     mechanics = "corrected"                        # or "reference" to reproduce published numbers
-    round_seconds = 120
+    round_seconds = 120                            # default: the mechanics preset's (gavel 360)
 
     [[case]]                                       # explicit pairs: a workload on its own cluster (and config)
     trace = "220_....trace"
@@ -40,6 +40,7 @@ from shockwave.core.errors import InputError
 from shockwave.datasets import Kind, locate
 from shockwave.io.jsonfile import read_toml
 from shockwave.io.text import SWEEP_LIMIT
+from shockwave.simulator.mechanics import preset
 from shockwave.workload_model.gavel_generator import GavelWorkload
 from shockwave.workload_model.generator import GeneratorParams
 
@@ -125,13 +126,16 @@ def spec_from(raw: dict[str, Any], base: Path, source: Path | None) -> SweepSpec
     unknown = set(raw) - TOP_KEYS
     if unknown:
         raise InputError(f"unknown key(s) {sorted(unknown)}; known: {sorted(TOP_KEYS)}", path=source)
+    mechanics = _string(raw.get("mechanics", "corrected"), "mechanics", source)
     spec = SweepSpec(
         policies=_policies(raw.get("policies", []), base, source),
         seeds=_ints(raw.get("seeds", [0]), "seeds", source, minimum=0),
         throughputs=_path(raw.get("throughputs"), base, "throughputs", "throughputs", source),
         config=_path(raw.get("config"), base, "config", "config", source),
-        mechanics=_string(raw.get("mechanics", "corrected"), "mechanics", source),
-        round_seconds=_number(raw.get("round_seconds", 120.0), "round_seconds", source),
+        mechanics=mechanics,
+        round_seconds=_number(raw["round_seconds"], "round_seconds", source)
+        if "round_seconds" in raw
+        else preset(mechanics).round_seconds,
         gpus_per_server=_one_int(raw.get("gpus_per_server", 1), "gpus_per_server", source, minimum=1),
         window=_window(raw.get("window"), source),
     )

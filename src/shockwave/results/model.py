@@ -169,6 +169,9 @@ class Result(_Stored):
     round_seconds: Positive
     realloc_seconds: NonNegative | None = Field(None, description="Runtime only.")
     throughputs: str
+    seed: Count | None = Field(
+        None, description="What seeded the policies' random draws: --seed, else a generated trace's own seed."
+    )
     time_scale: Positive | None = Field(None, description="Runtime only.")
     makespan_s: NonNegative
     avg_jct_s: NonNegative

@@ -11,7 +11,7 @@ import logging
 import math
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -74,12 +74,15 @@ class Launch:
 
 @dataclass(frozen=True)
 class Progress:
-    """Where a run is, reported after every round (for progress bars)."""
+    """Where a run is, reported after every round (for progress bars, and for comparing a run round by round with
+    another simulator's log)."""
 
     now_s: float
     rounds: int
     finished_jobs: int
     total_jobs: int
+    placement: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    """The round just launched: each running job's GPU ids (a pair's two jobs on the same ones)."""
 
 
 @dataclass
@@ -446,7 +449,8 @@ class Simulator:
 
     def round_launched(self, loop: SchedulingLoop) -> None:
         if self.on_round is not None:
-            self.on_round(Progress(self.view.now, len(self.placements), len(self.finished), len(self.specs)))
+            placement = self.placements[-1] if self.placements else {}
+            self.on_round(Progress(self.view.now, len(self.placements), len(self.finished), len(self.specs), placement))
 
     def _restart_cost(self, job: JobState) -> float:
         """The job's own restart cost where its description gives one, else the mechanics' for its gang."""

@@ -1,15 +1,15 @@
 """The simulator's modelling choices, each a named parameter (spec §3, §1.5b, §9).
 
-`reference` reproduces the published Shockwave artifact, quirks included; `gavel` the reference Gavel simulator
-(GAVEL_SPEC.md §4: no restart cost, allocations recomputed at most every 1920 s, execution times measured across an
-idle gap, FIFO as its code behaves). `corrected` fixes the artifact's known defects and is what new studies should
-use: it keeps running when the cluster is briefly empty (§9 item 11), converts progress exactly at a batch-size
-switch instead of rounding a partial epoch up (item 9), uses the profile's Accordion rule at run time (item 8), and
-never force-completes a job that runs long (item 12). `sia` is the Sia artifact's simulator (benchmarks/sia_spec.md
-§3, §7): `corrected` on a fixed clock of whole rounds, gangs placed by its first-fit scan (but those of policies that
-place gangs whole, `Policy.places_gangs_whole`) and run at the speed of their real placement, and Gavel's policies on
-its port of Gavel's round robin. Sia's workloads (`--trace-format sia`) are simulated with it unless another preset is
-named.
+`reference` reproduces the published Shockwave artifact, quirks included (120 s rounds); `gavel` the reference Gavel
+simulator (GAVEL_SPEC.md §4: its driver's 360 s rounds, no restart cost, allocations recomputed at most every 1920
+s, execution times measured across an idle gap, FIFO as its code behaves). `corrected` fixes the artifact's known
+defects and is what new studies should use: it keeps running when the cluster is briefly empty (§9 item 11),
+converts progress exactly at a batch-size switch instead of rounding a partial epoch up (item 9), uses the profile's
+Accordion rule at run time (item 8), and never force-completes a job that runs long (item 12). `sia` is the Sia
+artifact's simulator (benchmarks/sia_spec.md §3, §7): `corrected` on a fixed clock of whole rounds of its 60 s,
+gangs placed by its first-fit scan (but those of policies that place gangs whole, `Policy.places_gangs_whole`) and
+run at the speed of their real placement, and Gavel's policies on its port of Gavel's round robin. Sia's workloads
+(`--trace-format sia`) are simulated with it unless another preset is named.
 
 `Mechanics` is a frozen pydantic dataclass: every parameter is checked for its type whenever one is built, also by
 `dataclasses.replace`, so a preset changed by a flag cannot carry a string where the simulator does arithmetic.
@@ -153,6 +153,7 @@ PRESETS = {
     "reference": Mechanics(name="reference"),
     "gavel": Mechanics(
         name="gavel",
+        round_seconds=360.0,
         restart_cost_s=0.0,
         min_realloc_interval_s=1920.0,
         stop_when_cluster_empty=False,
@@ -173,7 +174,7 @@ PRESETS = {
     ),
 }
 PRESETS["sia"] = replace(
-    PRESETS["corrected"],
+    PRESETS["corrected"].with_round_seconds(60.0),
     name="sia",
     consolidate_gangs=False,
     round_grid=True,

@@ -21,7 +21,7 @@ from shockwave.workload_model.profile import JobProfile, read_workload
 from shockwave.workload_model.sia.rigid import read_sia_workload
 from shockwave.workload_model.summary import makespan_lower_bound
 from shockwave.workload_model.throughput import TableWithFallback, ThroughputModel
-from shockwave.workload_model.trace import require_gangs_fit
+from shockwave.workload_model.trace import generator_seed, require_gangs_fit
 
 
 def simulate(
@@ -34,7 +34,7 @@ def simulate(
     on_round: Callable[[Progress], None] | None = None,
     batch_sizes: Path | None = None,
     window: tuple[int, int] | None = None,
-    seed: int = 0,
+    seed: int | None = None,
     policy_params: Mapping[str, Any] | Iterable[str] = (),
     prices: Path | None = None,
     *,
@@ -47,7 +47,8 @@ def simulate(
     With `batch_sizes` (the per-epoch batch sizes a real run observed, `shockwave run`'s DIR/batch_sizes.json)
     jobs replay those schedules instead of following the catalog's adaptation rules. With `window` (A, B) the run
     ends once jobs A..B-1 are done and the metrics cover those jobs only (the reference Gavel's measurement window);
-    `seed` seeds the policies' random streams that take one; `policy_params` are parameters the user gives the
+    `seed` seeds the policies' random streams that take one (None: the seed a generated trace was drawn with, as the
+    reference simulators take one seed for both, else 0); `policy_params` are parameters the user gives the
     policy (each one it must declare; they win over what the simulator offers). `prices` (a prices file, default
     Gavel's GCP prices) is what the result's cost is counted in, and is offered to the cost-aware policies as their
     `prices` parameter; a policy given `prices` as a parameter alone counts the result in those. The result is checked
@@ -75,6 +76,8 @@ def simulate(
     jobs, job_profiles = read_workload(trace, inputs.throughputs, batch_sizes) if imported is None else imported[:2]
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, job_profiles, cluster.gpus))
+    if seed is None:
+        seed = (generator_seed(trace) if imported is None else None) or 0
     chosen = inputs.build(
         mechanics.min_realloc_interval_s,
         seed=seed,
@@ -95,16 +98,17 @@ def simulate(
         measured=None if measurements is None else read_measurements(measurements, len(jobs), cluster.types),
     )
     result = engine.run()
-    return _summary(inputs, trace, cluster, mechanics, result), result
+    return _summary(inputs, trace, cluster, mechanics, seed, result), result
 
 
 def _summary(
-    inputs: RunInputs, trace: Path, cluster: ClusterSpec, mechanics: Mechanics, result: SimulationResult
+    inputs: RunInputs, trace: Path, cluster: ClusterSpec, mechanics: Mechanics, seed: int, result: SimulationResult
 ) -> dict[str, Any]:
     """The result `simulate --json` prints: what was simulated, the outcome, its timeline and provenance, and
     the throughputs a table lacked and that were estimated."""
     summary = {
         **_header(inputs, trace, cluster, mechanics),
+        "seed": seed,
         **result.summary,
         "timeline": timeline(result.rounds),
         "provenance": provenance(mechanics),

@@ -23,7 +23,7 @@ from typing import Any
 from shockwave.core.errors import InputError
 from shockwave.workload_model.catalog import FAMILIES
 from shockwave.workload_model.throughput import ThroughputModel, UnknownThroughput
-from shockwave.workload_model.trace import TraceJob, write_trace
+from shockwave.workload_model.trace import TraceJob, generator_header, write_trace
 
 REFERENCE_TYPE = "v100"
 
@@ -84,8 +84,12 @@ class GavelWorkload:
         """The workload's trace in `folder` under `file_name()`, generated unless it is there already."""
         path = folder / self.file_name()
         if not path.exists():
-            write_trace(generate_gavel(self, throughputs), path)
+            write_trace(generate_gavel(self, throughputs), path, generator=self.header())
         return path
+
+    def header(self) -> str:
+        """The comment line a trace of this workload opens with."""
+        return generator_header("gavel", dataclasses.asdict(self))
 
     @property
     def jobs_per_hour(self) -> float | None:
