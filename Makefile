@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BASE := $(VENV)/.installed-base
 
-.PHONY: demo test browser bench fidelity docs docs-tables sia-table sia-held-out sia-bound sia-jitter lint clean
+.PHONY: demo test browser bench fidelity fidelity-gavel fidelity-sia docs docs-tables sia-table sia-held-out sia-bound sia-jitter lint clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -60,8 +60,20 @@ fidelity: $(STAMP)
 	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/short --docs
 	$(BIN)/python benchmarks/fidelity.py --out results/fidelity/long --regime long --docs
 
+# Ours beside the reference Gavel simulator on random cells (REF: the scheduler/ folder of a copy of
+# stanford-futuredata/gavel; REF_PYTHON: a Python with numpy, scipy, cvxpy 1.7 and ecos); resumable.
+fidelity-gavel: $(STAMP)
+	$(if $(REF),,$(error give REF=DIR, the scheduler/ folder of a copy of stanford-futuredata/gavel))
+	$(BIN)/python benchmarks/gavel_diff.py --reference $(REF) --reference-python $(or $(REF_PYTHON),python3) \
+		--cells $(or $(CELLS),220) --out results/gavel-diff --record --docs
+
 # Sia's artifact cannot ship here (no licence): the targets below read a copy of it.
 SIA_ARTIFACT_ARG = $(if $(SIA_ARTIFACT),,$(error give SIA_ARTIFACT=DIR, the sia-simulator/ folder of a copy of siasosp23/artifacts))--artifact $(SIA_ARTIFACT)
+# Ours beside Sia's own simulator on every Saturn and Philly workload, running the artifact (SIA_PYTHON) where the
+# record lacks a run.
+fidelity-sia: $(STAMP)
+	$(BIN)/python benchmarks/sia_reference.py $(SIA_ARTIFACT_ARG) --run-artifact --artifact-python $(or $(SIA_PYTHON),python3)
+
 # Sia's Table 3/4 (docs/reproducing.md).
 SIA_TABLE = $(BIN)/python benchmarks/sia_table.py $(SIA_ARTIFACT_ARG)
 

@@ -303,19 +303,26 @@ def our_rounds(cell: Cell, jobs: int) -> tuple[list[tuple[float, dict[str, tuple
 
 
 def locate_divergence(cell: Cell, args: argparse.Namespace) -> None:
-    """Print the first round where the two simulators give other jobs, types or gangs, with both sides' view."""
+    """Print the first round where the two simulators give other jobs, types or gangs, with both sides' view. Rounds
+    are matched by their decision time (to a millisecond): a round in which one side ran nothing is absent from the
+    reference's log."""
     folder = args.out / "cells" / cell.key
     log = folder / "reference.log.gz"
     if not log.exists():
         rd.cached(folder, "reference", lambda: run_reference(cell, args, folder))
-    theirs = reference_rounds(log)
-    ours, result = our_rounds(cell, JOBS)
-    print(f"cell {cell.key}: {len(theirs)} reference rounds, {len(ours)} of ours; our average JCT {result.avg_jct_s}")
-    for index, ((t_ref, ref), (t_ours, mine)) in enumerate(zip(theirs, ours, strict=False)):
+    theirs = {round(t, 3): given for t, given in reference_rounds(log)}
+    ours_list, result = our_rounds(cell, JOBS)
+    ours = {round(t, 3): given for t, given in ours_list if given}
+    print(f"cell {cell.key}: {len(theirs)} reference rounds that ran jobs, {len(ours)} of ours; our average JCT "
+          f"{result.avg_jct_s}")  # fmt: skip
+    agreed = None
+    for t in sorted(set(theirs) | set(ours)):
+        ref, mine = theirs.get(t, {}), ours.get(t, {})
         given = {job: (s.gpu_type, s.gpus) for job, s in ref.items()}
-        if given == mine and abs(t_ref - t_ours) < 1e-3:
+        if given == mine:
+            agreed = t
             continue
-        print(f"first divergent round: #{index}, reference at {t_ref:.3f} s, ours at {t_ours:.3f} s")
+        print(f"first divergent round: at {t:.3f} s ({'both sides decided then' if ref and mine else 'one side only'})")
         for job in sorted(set(given) | set(mine), key=_job_order):
             if given.get(job) == mine.get(job):
                 continue
@@ -325,12 +332,12 @@ def locate_divergence(cell: Cell, args: argparse.Namespace) -> None:
                 theirs_text = f"{s.gpu_type} x{s.gpus} priority {s.priority} deficit {s.deficit} [{s.allocation}]"
             ours_text = f"{mine[job][0]} x{mine[job][1]}" if job in mine else "-"
             print(f"  job {job}: reference {theirs_text}; ours {ours_text}")
-        same = sorted(set(given) & set(mine), key=_job_order)
+        same = sorted((j for j in set(given) & set(mine) if given[j] == mine[j]), key=_job_order)
         print(f"  {len(same)} jobs given the same: {' '.join(same[:40])}{' ...' if len(same) > 40 else ''}")
-        if index:
-            print(f"  the round before (#{index - 1}) agreed at {theirs[index - 1][0]:.3f} s")
+        if agreed is not None:
+            print(f"  the round before agreed, at {agreed:.3f} s")
         return
-    print("no divergent round: both sides gave every job the same type and gang in every round they share")
+    print("no divergent round: both sides gave every job the same type and gang in every round")
 
 
 def _job_order(job: str) -> tuple[int, ...]:
@@ -397,7 +404,8 @@ def main() -> None:
     cells = draw_cells(args.cells, args.draw_seed)
     if args.locate:
         chosen = [c for c in cells if c.key == args.locate]
-        recorded = [Cell.of(r["cell"]) for r in json.loads(RECORD.read_text())["cells"] if r["key"] == args.locate]
+        rows = json.loads(RECORD.read_text())["cells"] if RECORD.exists() else []
+        recorded = [Cell.of(r["cell"]) for r in rows if r["key"] == args.locate]
         if not chosen and not recorded:
             raise SystemExit(f"no cell {args.locate!r} among those drawn or recorded")
         locate_divergence((chosen or recorded)[0], args)

@@ -445,10 +445,15 @@ class GavelPolicy(Policy):
 
     def cluster_emptied(self, view: SchedulerView) -> None:
         """The reference runs its scheduling step with no job active too: a recompute that is due happens now, over
-        no jobs, and the next arrival waits for the one after (spec §4.2)."""
+        no jobs, and the next arrival waits for the one after (spec §4.2); and a policy that ignores throughput
+        shuffles its type order then as in every step, so the next round's order is the stream's next draw (without
+        that draw, max_min_fairness on a random cell put a lone job on a K80 where the reference gave it a P100,
+        0.19% off in average JCT)."""
         if self._realloc_due(view):
             self._types(view)
             self._reallocate(view, {})
+        if not self.sia and not self.allocator.heterogeneity_aware:
+            self.shuffler.shuffle(type_order(view.cluster))
 
     def plan(self, view: SchedulerView) -> RoundPlan:
         self._types(view)
