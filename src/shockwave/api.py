@@ -42,6 +42,7 @@ def simulate(
     trace_format: str = "auto",
     profiles: str | Path | None = None,
     measurements: str | Path | None = None,
+    tenants: str | Path | None = None,
 ) -> Result:
     """Simulate `policy` (a name, an alias, or `file.py:Class`) on `trace`.
 
@@ -58,7 +59,8 @@ def simulate(
     `prices` a file of dollars per GPU-hour by type that the result's cost is counted in (default: Gavel's GCP prices)
     and that the cost-aware policies weigh throughput by; `trace_format="sia"` reads `trace` as Sia's workload CSV,
     rigid jobs whose rates come from `profiles`, the folder of Sia's per-application profiles; `measurements` (a
-    real run's measurements.json, with its `batch_sizes`) replays its jobs and rounds as measured.
+    real run's measurements.json, with its `batch_sizes`) replays its jobs and rounds as measured; `tenants` (a
+    tenants file) shares the cluster between tenants first (the result's `tenants` says what each received).
     Bad input raises `shockwave.core.errors.InputError`.
     """
     spec = cluster if isinstance(cluster, ClusterSpec) else _cluster(cluster)
@@ -81,6 +83,7 @@ def simulate(
         trace_format=trace_format,
         profiles=None if profiles is None else Path(profiles),
         measurements=None if measurements is None else Path(measurements),
+        tenants=None if tenants is None else Path(tenants),
     )
     return Result.model_validate(summary)
 

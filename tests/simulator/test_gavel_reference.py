@@ -173,3 +173,24 @@ def test_static_packed_rows_we_ran_on_the_reference(policy: str, traces: Callabl
     assert result.avg_jct_s == pytest.approx(avg_jct, rel=1e-6)
     assert result.utilization == pytest.approx(utilization, abs=1e-3)
     assert result.makespan_s == pytest.approx(makespan, rel=1e-6)
+
+
+DIFF = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "gavel_diff.json").read_text())["cells"]
+QUICKEST = [min((c for c in DIFF if c["cell"]["policy"] == p), key=lambda c: c["ours"]["wall_s"]) for p in
+            sorted({c["cell"]["policy"] for c in DIFF})]  # fmt: skip
+"""The recorded random cell of each policy that our simulator runs fastest (`benchmarks/gavel_diff.py` recorded them
+all, with the reference's commands and numbers)."""
+
+
+@pytest.mark.parametrize("cell", QUICKEST, ids=lambda c: c["key"])
+def test_recorded_random_cells_still_match(cell: dict[str, Any], traces: Callable[[GavelWorkload], Path]) -> None:
+    """Each such cell as a user runs it (the trace's own seed, the preset's round): within 1% of the reference on
+    the window's average JCT, and what the harness recorded of ours, so a change that moves a cell shows here."""
+    c = cell["cell"]
+    workload = GavelWorkload(10_000, float(c["lam"]), seed=int(c["seed"]), multi_gpu=bool(c["multi_gpu"]))
+    cluster = ",".join(f"{t}:{n}" for t, n in zip(("v100", "p100", "k80"), c["cluster"], strict=True))
+    result = simulate(
+        traces(workload), c["policy"], cluster, throughputs=TABLE, mechanics="gavel", window=tuple(c["window"])
+    )
+    assert result.avg_jct_s == pytest.approx(cell["reference"]["avg_jct_s"], rel=0.01)
+    assert result.avg_jct_s == pytest.approx(cell["ours"]["avg_jct_s"], rel=1e-9)

@@ -11,7 +11,7 @@ only what is its own to offer (the simulator's reallocation interval and referen
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ from shockwave.core.loop import require_plannable
 from shockwave.core.policy import Policy
 from shockwave.policies.registry import PolicyInfo, parse_policy_params, policy_info
 from shockwave.policies.shockwave.config import ShockwaveConfig
+from shockwave.policies.tenants.sharing import TenantSharing
 from shockwave.workload_model.entities import Entities, read_entities
 from shockwave.workload_model.prices import Prices, read_prices
+from shockwave.workload_model.tenants import Tenants, read_tenants
 from shockwave.workload_model.throughput import ThroughputModel, load_throughputs, require_gpu_types
 
 
@@ -43,6 +45,9 @@ class RunInputs:
     """`--prices`: offered to the cost-aware policies as their `prices`."""
     entities: Entities | None = None
     """The entities a multi-level policy shares the cluster between (`entities=FILE`), read once."""
+    tenants: Callable[[], Tenants] | None = None
+    """The tenants the cluster is shared between first (`--tenants FILE`), as of each round: a service reloads the
+    file while it serves."""
 
     def build(
         self,
@@ -65,7 +70,7 @@ class RunInputs:
             prices=self.prices_file,
         )
         require_plannable(policy, self.cluster)
-        return policy
+        return policy if self.tenants is None else TenantSharing(policy, self.tenants)
 
     def described_params(self) -> dict[str, Any]:
         """The user's parameters as a result records them (numbers and booleans as they are, the rest as text)."""
@@ -80,9 +85,11 @@ def assemble(
     throughputs: Path | ThroughputModel | None = None,
     config: ShockwaveConfig | Path | None = None,
     prices: Path | None = None,
+    tenants: TenantSource = None,
 ) -> RunInputs:
     """The run's inputs: `policy_params` as a mapping (the Python API) or as `KEY=VALUE` texts (`--policy-param`);
-    `throughputs` a table's file, a model, or None for the built-in model; `config` an object or a JSON file."""
+    `throughputs` a table's file, a model, or None for the built-in model; `config` an object or a JSON file;
+    `tenants` a tenants file, its contents, or what gives them as of each round (checked against the cluster)."""
     info = policy if isinstance(policy, PolicyInfo) else policy_info(policy)
     params = dict(policy_params) if isinstance(policy_params, Mapping) else parse_policy_params(info, policy_params)
     if config is not None and not info.takes_config:
@@ -102,7 +109,24 @@ def assemble(
         prices=_prices(prices, params.get("prices"), cluster),
         prices_file=prices,
         entities=read_entities(entities) if isinstance(entities, str | Path) else entities,
+        tenants=_tenants(tenants, cluster),
     )
+
+
+TenantSource = Tenants | Callable[[], Tenants] | Path | None
+
+
+def _tenants(given: TenantSource, cluster: ClusterSpec) -> Callable[[], Tenants] | None:
+    """What gives the tenants as of each round, once checked against the cluster (None: no tenants)."""
+    if given is None:
+        return None
+    if isinstance(given, Path):
+        given = read_tenants(given)
+    if isinstance(given, Tenants):
+        fixed = given
+        given = lambda: fixed  # noqa: E731 - the same tenants every round
+    given().require_cluster(cluster)
+    return given
 
 
 def _prices(path: Path | None, given: Any, cluster: ClusterSpec) -> Prices | None:

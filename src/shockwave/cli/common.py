@@ -59,6 +59,14 @@ ConfigOpt = Annotated[
 
 
 RoundSecondsOpt = Annotated[float, typer.Option("--round-seconds", help="Round length (seconds).")]
+TenantsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tenants",
+        help="TOML file of tenants (weight, max_gpus, guarantee per GPU type): the cluster is shared between them "
+        "first, then among each one's jobs by the policy.",
+    ),
+]
 PresetRoundOpt = Annotated[
     float | None,
     typer.Option(

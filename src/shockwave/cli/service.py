@@ -20,6 +20,7 @@ from shockwave.cli.common import (
     RayClusterOpt,
     RoundSecondsOpt,
     ServiceDirOpt,
+    TenantsOpt,
     ThroughputsOpt,
     err,
     native_output_to_stderr,
@@ -39,6 +40,10 @@ ServeGpusOpt = Annotated[
     int | None, typer.Option("--gpus", min=1, help="GPUs of the default type, instead of --cluster.")
 ]
 ResumeOpt = Annotated[bool, typer.Option("--resume", help="Continue the service in --out after a crash or a stop.")]
+TenantOpt = Annotated[
+    str | None,
+    typer.Option("--tenant", help="Act as this tenant, with its token (DIR/tenants/NAME.token); default: the admin."),
+]
 
 
 @app.command("serve")
@@ -56,6 +61,7 @@ def serve_cmd(
     throughputs: ThroughputsOpt = None,
     max_restarts: MaxRestartsOpt = 3,
     command: JobCommandOpt = None,
+    tenants: TenantsOpt = None,
 ) -> None:
     """A long-running scheduler on Ray: jobs are submitted, watched and cancelled through its API (`submit`,
     `status`, `cancel`, `logs`, the dashboard at its URL); SIGTERM or Ctrl-C stops it, `--resume` continues it
@@ -79,6 +85,7 @@ def serve_cmd(
         resume=resume,
         port=port,
         policy_params=tuple(policy_param or ()),
+        tenants=tenants,
     )
     stop = threading.Event()
     with saying_what_was_kept(_how_to_continue(output, policy, command)), native_output_to_stderr():
@@ -146,6 +153,7 @@ def submit_cmd(
     ] = None,
     weight: Annotated[float | None, typer.Option("--weight", help="Priority weight, > 0 (default 1).")] = None,
     entity: Annotated[str | None, typer.Option("--entity", help="Who the job belongs to.")] = None,
+    tenant: TenantOpt = None,
 ) -> None:
     """Queue a job on the scheduler service; prints its name and id at once (the scheduler admits it next round)."""
     from shockwave.service.client import ServiceClient
@@ -165,7 +173,7 @@ def submit_cmd(
     }
     given = {key: value for key, value in flags.items() if value is not None}
     spec = load_spec(spec_file, given) if spec_file is not None else JobSpec.from_mapping(given)
-    job = ServiceClient.find(output).submit(spec, spec_file)
+    job = ServiceClient.find(output, tenant).submit(spec, spec_file)
     out.print(f"submitted {job.name} (job {job.id})", markup=False, highlight=False)
 
 
@@ -173,12 +181,14 @@ def submit_cmd(
 def status_cmd(
     output: ServiceDirOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print only the jobs as JSON on stdout.")] = False,
+    tenant: TenantOpt = None,
 ) -> None:
-    """The service's queue: each job's state, GPUs, progress, expected finish and finish-time fairness (rho)."""
+    """The service's queue (a tenant's: its own jobs): each job's tenant, state, GPUs, progress, expected finish and
+    finish-time fairness (rho)."""
     from shockwave.service.client import ServiceClient
     from shockwave.service.status import queue_table
 
-    jobs = ServiceClient.find(output).jobs()
+    jobs = ServiceClient.find(output, tenant).jobs()
     if as_json:
         print(json.dumps([job.model_dump(mode="json") for job in jobs], indent=1))
         return
@@ -189,11 +199,12 @@ def status_cmd(
 def cancel_cmd(
     name: Annotated[str, typer.Argument(help="The job's name.")],
     output: ServiceDirOpt = None,
+    tenant: TenantOpt = None,
 ) -> None:
     """Cancel a queued or running job (the scheduler stops a running one); cancelling it again changes nothing."""
     from shockwave.service.client import ServiceClient
 
-    job = ServiceClient.find(output).cancel(name)
+    job = ServiceClient.find(output, tenant).cancel(name)
     out.print(f"cancelled {job.name}", markup=False, highlight=False)
 
 
@@ -202,8 +213,86 @@ def logs_cmd(
     name: Annotated[str, typer.Argument(help="The job's name.")],
     output: ServiceDirOpt = None,
     lines: Annotated[int, typer.Option("--lines", "-n", min=1, help="How many of the last lines.")] = 200,
+    tenant: TenantOpt = None,
 ) -> None:
     """The end of a job's output."""
     from shockwave.service.client import ServiceClient
 
-    sys.stdout.write(ServiceClient.find(output).logs(name, lines))
+    sys.stdout.write(ServiceClient.find(output, tenant).logs(name, lines))
+
+
+tenants_app = typer.Typer(rich_markup_mode=None, help="A shared service's tenants.")
+app.add_typer(tenants_app, name="tenants")
+
+
+@tenants_app.command("reload")
+def tenants_reload_cmd(output: ServiceDirOpt = None) -> None:
+    """Read the service's tenants file again (as SIGHUP does): taken at the next round when valid; else refused,
+    naming file, tenant and field, and the tenants stay as they were."""
+    from shockwave.service.client import ServiceClient
+
+    for tenant in ServiceClient.find(output).reload_tenants():
+        cap = "no cap" if tenant["max_gpus"] is None else f"max_gpus {tenant['max_gpus']}"
+        out.print(f"{tenant['name']}: weight {tenant['weight']:g}, {cap}", markup=False, highlight=False)
+
+
+@app.command("accounting")
+def accounting_cmd(
+    output: ServiceDirOpt = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only jobs submitted since: ISO 8601 (2026-12-01T08:00) or Unix seconds."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print only the accounts as JSON on stdout.")] = False,
+) -> None:
+    """GPU-seconds per tenant and GPU type, jobs, queueing delay, and each tenant's share against its entitlement,
+    read from the service's folder (while it serves or after)."""
+    from rich.table import Table
+
+    from shockwave.service.accounting import accounts
+    from shockwave.service.endpoint import service_dir
+
+    summary = accounts(service_dir(output), _moment(since))
+    if as_json:
+        print(json.dumps(summary, indent=1))
+        return
+    table = Table(caption="share: of all GPU-seconds; contended: of equal-share progress while every tenant waited")
+    for header in ("tenant", "weight", "entitled", "GPU-s", "by type", "share", "contended", "jobs", "mean wait s"):
+        table.add_column(header)
+
+    def share(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1%}"
+
+    for row in summary["tenants"]:
+        table.add_row(
+            row["tenant"],
+            "-" if row["weight"] is None else f"{row['weight']:g}",
+            share(row["entitled_share"]),
+            f"{row['gpu_seconds']:.0f}",
+            ", ".join(f"{t} {s:.0f}" for t, s in row["gpu_seconds_by_type"].items()) or "-",
+            share(row["share"]),
+            share(row["contended_share"]),
+            ", ".join(f"{n} {state}" for state, n in row["jobs_by_state"].items()) or "0",
+            "-" if row["mean_queue_delay_s"] is None else f"{row['mean_queue_delay_s']:.0f}",
+        )
+    out.print(table)
+
+
+def _moment(text: str | None) -> float | None:
+    """`--since` as Unix time: a number of seconds, or an ISO 8601 date or time (local time unless it says)."""
+    import datetime
+
+    from shockwave.core.errors import InputError
+
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return datetime.datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise InputError(
+            f"--since takes an ISO 8601 time (2026-12-01T08:00) or Unix seconds, got {text!r}", field="since"
+        ) from None

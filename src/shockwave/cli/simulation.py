@@ -23,6 +23,7 @@ from shockwave.cli.common import (
     PoliciesOpt,
     PolicyParamOpt,
     PresetRoundOpt,
+    TenantsOpt,
     ThroughputsOpt,
     as_list,
     dataset_option,
@@ -177,6 +178,7 @@ def simulate_cmd(
     allow_unfinished: AllowUnfinishedOpt = False,
     trace_format: TraceFormatOpt = "auto",
     profiles: ProfilesOpt = None,
+    tenants: TenantsOpt = None,
 ) -> None:
     """Simulate a policy on a trace and report makespan, JCT, finish-time fairness, utilisation and cost."""
     from shockwave.api import simulate  # looked up here, when it runs (tests replace it)
@@ -211,6 +213,7 @@ def simulate_cmd(
             prices=prices,
             trace_format=trace_format,
             profiles=profiles,
+            tenants=tenants,
         )
     result = with_command(typed.to_json_dict(), this_command())
     _report_run(result, typed.rounds, out_dir, as_json)

@@ -45,6 +45,8 @@ from shockwave.core.errors import InputError
 from shockwave.service.dashboard import cookie_name, dashboard_router
 from shockwave.service.spec import JobSpec, describe
 from shockwave.service.store import Job, JobConflict, Store, UnknownJob
+from shockwave.service.tenancy import Caller, Refused, TenantBook
+from shockwave.workload_model.tenants import Tenant
 
 MAX_BODY_BYTES = 1 << 20
 """A spec is a few hundred bytes; its longest command (256 arguments of 1024 characters) fits."""
@@ -67,6 +69,8 @@ class SchedulerMetrics:
     """How long the policy took to plan the last round."""
     round_seconds: float | None = None
     """How long the last round lasted."""
+    tenant_gpus: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(tenant, GPU type) -> GPUs its jobs held in the last round (where the service has tenants)."""
 
 
 class ApiError(BaseModel):
@@ -91,13 +95,20 @@ def _answer(status_code: int, detail: str, field: str | None, headers: dict[str,
 class _QueueCollector:
     """Prometheus gauges, read when scraped: jobs by state from the store, the rest from the scheduler."""
 
-    def __init__(self, store: Store, source: Callable[[], SchedulerMetrics] | None) -> None:
-        self.store, self.source = store, source
+    def __init__(self, store: Store, source: Callable[[], SchedulerMetrics] | None, tenanted: bool) -> None:
+        self.store, self.source, self.tenanted = store, source, tenanted
 
     def collect(self) -> Iterable[Metric]:
-        jobs = GaugeMetricFamily("shockwave_jobs", "Jobs in the service's queue, by state.", labels=["state"])
-        for state, count in self.store.counts().items():
-            jobs.add_metric([state], count)
+        if self.tenanted:
+            jobs = GaugeMetricFamily(
+                "shockwave_jobs", "Jobs in the service's queue, by state and tenant.", labels=["state", "tenant"]
+            )
+            for (state, tenant), count in self.store.counts_by_tenant().items():
+                jobs.add_metric([state, tenant], count)
+        else:
+            jobs = GaugeMetricFamily("shockwave_jobs", "Jobs in the service's queue, by state.", labels=["state"])
+            for state, count in self.store.counts().items():
+                jobs.add_metric([state], count)
         yield jobs
         if self.source is None:
             return
@@ -108,6 +119,13 @@ class _QueueCollector:
         for gpu_type, ratio in now.gpu_utilisation.items():
             busy.add_metric([gpu_type], ratio)
         yield busy
+        if now.tenant_gpus:
+            held = GaugeMetricFamily(
+                "shockwave_tenant_gpus", "GPUs each tenant held in the last round.", labels=["tenant", "gpu_type"]
+            )
+            for (tenant, gpu_type), gpus in sorted(now.tenant_gpus.items()):
+                held.add_metric([tenant, gpu_type], gpus)
+            yield held
         if now.solve_seconds is not None:
             yield GaugeMetricFamily(
                 "shockwave_solve_seconds", "Time the policy took to plan the last round.", now.solve_seconds
@@ -166,34 +184,52 @@ def _refusals(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 @dataclass(frozen=True)
 class _Guards:
-    """The API's checks of a caller, all derived from its one token."""
+    """The API's checks of a caller, all derived from the admin's token and the tenants' (`TenantBook`)."""
 
-    authenticated: Callable[..., None]
-    """The Bearer header (a FastAPI dependency): every route but /healthz and the dashboard's."""
+    authenticated: Callable[..., Caller]
+    """The Bearer header (a FastAPI dependency): every route but /healthz and the dashboard's; who sent it."""
+    admin: Callable[..., None]
+    """The admin's Bearer token only (a tenant's is refused, 403): /metrics, reloading the tenants."""
     reader: Callable[[Request], None]
     """The dashboard's readers: the Bearer header or the dashboard's cookie."""
     sign_in: Callable[[str], str]
     """The dashboard's cookie for a browser that opened `/?token=<token>`."""
 
 
-def _guards(token: str) -> _Guards:
-    """The checks for `token`: kept apart from the routes so that every route group shares the same ones."""
+def _guards(token: str, book: TenantBook | None) -> _Guards:
+    """The checks for `token` (and the tenants' tokens): kept apart from the routes so that every route group shares
+    the same ones."""
     expected = token.encode()
-    bearer = HTTPBearer(auto_error=False, description="The token in DIR/endpoint.json, written by `shockwave serve`.")
+    bearer = HTTPBearer(
+        auto_error=False,
+        description="The admin's token in DIR/endpoint.json, or a tenant's in DIR/tenants/NAME.token, written by "
+        "`shockwave serve`.",
+    )
     # The dashboard cookie's value: derived from the token, so that a leaked cookie cannot submit or cancel.
     session = hmac.new(expected, b"shockwave dashboard", hashlib.sha256).hexdigest()
 
-    def authenticated(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> None:
+    def authenticated(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Caller:
         if credentials is None:
             raise RequestRefused(401, "missing token: send the header 'Authorization: Bearer <token>'", "Authorization")
-        if not secrets.compare_digest(credentials.credentials.encode(), expected):
+        given = credentials.credentials
+        is_admin = secrets.compare_digest(given.encode(), expected)
+        tenant = book.caller(given) if book is not None else None  # compared whether or not the admin's matched
+        if is_admin:
+            return Caller()
+        if tenant is None:
             raise RequestRefused(401, "wrong token in the 'Authorization' header", "Authorization")
+        return tenant
+
+    def admin(caller: Annotated[Caller, Depends(authenticated)]) -> None:
+        if not caller.admin:
+            raise RequestRefused(403, f"tenant {caller.tenant}'s token may not: only the admin's", "Authorization")
 
     def reader(request: Request) -> None:
         """The dashboard's readers: the Bearer header, or the cookie of `/?token=` (EventSource sends no header)."""
         scheme, credentials = get_authorization_scheme_param(request.headers.get("Authorization"))
         if scheme.lower() == "bearer":
-            authenticated(HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials))
+            if not authenticated(HTTPAuthorizationCredentials(scheme=scheme, credentials=credentials)).admin:
+                raise RequestRefused(403, "the dashboard shows every tenant's jobs: open it with the admin's token")
             return
         cookie = request.cookies.get(cookie_name(request))
         if cookie is None:
@@ -214,7 +250,7 @@ def _guards(token: str) -> _Guards:
             raise RequestRefused(401, "wrong token in the dashboard's address (?token=)", "token")
         return session
 
-    return _Guards(authenticated, reader, sign_in)
+    return _Guards(authenticated, admin, reader, sign_in)
 
 
 def _add_error_handlers(app: FastAPI) -> None:
@@ -237,6 +273,10 @@ def _add_error_handlers(app: FastAPI) -> None:
         field, message = describe(exc.errors()[0])
         return _answer(422, message, field)
 
+    @app.exception_handler(Refused)
+    def _refused_to_tenant(request: Request, exc: Refused) -> JSONResponse:
+        return _answer(403, exc.detail, exc.field)
+
     @app.exception_handler(UnknownJob)
     def _unknown(request: Request, exc: UnknownJob) -> JSONResponse:
         return _answer(404, exc.reason, exc.field)
@@ -255,14 +295,32 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 
 def _add_job_routes(
-    jobs: APIRouter, store: Store, cluster: ClusterSpec, admissible: Callable[[JobSpec], None] | None
+    jobs: APIRouter,
+    store: Store,
+    cluster: ClusterSpec,
+    admissible: Callable[[JobSpec], None] | None,
+    guards: _Guards,
+    book: TenantBook | None,
 ) -> None:
-    """The queue's routes (submit, list, read, cancel, a job's log): what the CLI's commands call."""
+    """The queue's routes (submit, list, read, cancel, a job's log): what the CLI's commands call. A tenant's token
+    sees and touches its own jobs only: another's is 404 to it, as a job that does not exist."""
+    Who = Annotated[Caller, Depends(guards.authenticated)]
 
-    @jobs.post("/jobs", status_code=status.HTTP_201_CREATED, responses=_refusals(409, 422))
-    def submit_job(spec: JobSpec, response: Response) -> Job:
-        """Queue a job; the scheduler admits it at its next round."""
+    def own(name: str, caller: Caller) -> Job:
+        job = store.get(name)  # an unknown name never becomes a path
+        if not caller.sees(job):  # answered as a job that does not exist: a tenant learns nothing of another's
+            raise UnknownJob(f"no job named {name!r}", field="name")
+        return job
+
+    @jobs.post("/jobs", status_code=status.HTTP_201_CREATED, responses=_refusals(403, 409, 422))
+    def submit_job(spec: JobSpec, response: Response, caller: Who) -> Job:
+        """Queue a job; the scheduler admits it at its next round. A tenant's token submits in that tenant; the
+        admin's names the job's `tenant` where the service has tenants."""
         spec.check(cluster)
+        if book is not None:
+            spec = book.admitted(spec, caller)
+        elif spec.tenant is not None:
+            raise InputError("this service has no tenants (`serve --tenants FILE`)", field="tenant")
         if admissible is not None:
             admissible(spec)
         job = store.submit(spec)
@@ -270,36 +328,78 @@ def _add_job_routes(
         return job
 
     @jobs.get("/jobs")
-    def list_jobs() -> list[Job]:
-        """Every job, in submission order."""
-        return store.jobs()
+    def list_jobs(caller: Who) -> list[Job]:
+        """Every job the caller may see (a tenant: its own), in submission order."""
+        return [job for job in store.jobs() if caller.sees(job)]
 
     @jobs.get("/jobs/{name}", responses=_refusals(404))
-    def get_job(name: str) -> Job:
+    def get_job(name: str, caller: Who) -> Job:
         """One job."""
-        return store.get(name)
+        return own(name, caller)
 
     @jobs.delete("/jobs/{name}", responses=_refusals(404, 409))
-    def cancel_job(name: str) -> Job:
+    def cancel_job(name: str, caller: Who) -> Job:
         """Cancel a queued or running job; again on a cancelled job changes nothing; a finished job is refused."""
-        return store.cancel(name)
+        return store.cancel(own(name, caller).name)
+
+    @jobs.post("/jobs/{name}/cancel", responses=_refusals(404, 409))
+    def cancel_job_by_post(name: str, caller: Who) -> Job:
+        """The same as `DELETE /jobs/{name}`, for clients that send no DELETE."""
+        return store.cancel(own(name, caller).name)
 
     @jobs.get("/jobs/{name}/logs", response_class=PlainTextResponse, responses=_refusals(404))
-    def job_logs(name: str, lines: Annotated[int, Query(ge=1, le=100_000)] = 200) -> str:
+    def job_logs(name: str, caller: Who, lines: Annotated[int, Query(ge=1, le=100_000)] = 200) -> str:
         """The end of the job's output (DIR/logs/NAME.log); empty before it has written any."""
-        job = store.get(name)  # an unknown name never becomes a path
+        job = own(name, caller)
         return tail(store.folder / LOG_FOLDER / f"{job.name}.log", lines)
 
 
-def _add_metrics_route(router: APIRouter, store: Store, metrics_source: Callable[[], SchedulerMetrics] | None) -> None:
+def _add_tenant_routes(router: APIRouter, book: TenantBook | None, guards: _Guards) -> None:
+    """The tenants as the service holds them now, and reloading their file (the admin's; SIGHUP does the same)."""
+
+    @router.get("/tenants", responses=_refusals(404))
+    def list_tenants(caller: Annotated[Caller, Depends(guards.authenticated)]) -> list[TenantView]:
+        """Every tenant (a tenant's token: its own) with its weight, cap and guarantees."""
+        if book is None:
+            raise RequestRefused(404, "this service has no tenants (`serve --tenants FILE`)")
+        return [TenantView.of(t) for t in book.current().tenants.values() if caller.admin or t.name == caller.tenant]
+
+    @router.post("/tenants/reload", dependencies=[Depends(guards.admin)], responses=_refusals(403, 404, 422))
+    def reload_tenants() -> list[TenantView]:
+        """Read the tenants file again: taken at the next round when valid, else refused and the old kept."""
+        if book is None:
+            raise RequestRefused(404, "this service has no tenants (`serve --tenants FILE`)")
+        return [TenantView.of(t) for t in book.reload().tenants.values()]
+
+
+class TenantView(BaseModel):
+    """A tenant as the API shows it."""
+
+    name: str
+    weight: float
+    max_gpus: int | None
+    guarantee: dict[str, int]
+
+    @classmethod
+    def of(cls, tenant: Tenant) -> "TenantView":
+        return cls(name=tenant.name, weight=tenant.weight, max_gpus=tenant.max_gpus, guarantee=dict(tenant.guarantees))
+
+
+def _add_metrics_route(
+    router: APIRouter,
+    store: Store,
+    metrics_source: Callable[[], SchedulerMetrics] | None,
+    guards: _Guards,
+    tenanted: bool,
+) -> None:
     """`/metrics`, with a registry of the service's own: each app's gauges read its own store and scheduler."""
     registry = CollectorRegistry()
-    registry.register(_QueueCollector(store, metrics_source))
+    registry.register(_QueueCollector(store, metrics_source, tenanted))
 
-    @router.get("/metrics", response_class=PlainTextResponse)
+    @router.get("/metrics", response_class=PlainTextResponse, dependencies=[Depends(guards.admin)])
     def metrics() -> Response:
-        """Prometheus text format: jobs by state; GPU utilisation per type, solve time and round length once the
-        scheduler reports them."""
+        """Prometheus text format (the admin's token: it counts every tenant's jobs): jobs by state and tenant; GPU
+        utilisation per type, GPUs held per tenant, solve time and round length once the scheduler reports them."""
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
@@ -309,13 +409,14 @@ def make_app(
     token: str,
     metrics_source: Callable[[], SchedulerMetrics] | None = None,
     admissible: Callable[[JobSpec], None] | None = None,
+    book: TenantBook | None = None,
 ) -> FastAPI:
-    """The API of one service: its queue, the cluster submissions are checked against, the token clients must
-    send, (once the scheduler runs) where its metrics come from, and what else a spec must satisfy (`admissible`
-    raises an InputError naming the field: the service's policy's own needs)."""
+    """The API of one service: its queue, the cluster submissions are checked against, the admin's token, (once
+    the scheduler runs) where its metrics come from, what else a spec must satisfy (`admissible` raises an
+    InputError naming the field: the service's policy's own needs) and, where it is shared, its tenants."""
     if not token:
         raise ValueError("the API needs a token")
-    guards = _guards(token)
+    guards = _guards(token, book)
     app = FastAPI(
         title="shockwave scheduler service",
         version=__version__,
@@ -331,8 +432,9 @@ def make_app(
         return {"status": "ok"}
 
     jobs = APIRouter(dependencies=[Depends(guards.authenticated)], responses=_refusals(401))
-    _add_job_routes(jobs, store, cluster, admissible)
-    _add_metrics_route(jobs, store, metrics_source)
+    _add_job_routes(jobs, store, cluster, admissible, guards, book)
+    _add_tenant_routes(jobs, book, guards)
+    _add_metrics_route(jobs, store, metrics_source, guards, book is not None)
     app.include_router(jobs)
     app.include_router(dashboard_router(store, cluster, guards.reader, guards.sign_in))
     return app

@@ -15,6 +15,7 @@ from shockwave.core.errors import InputError
 from shockwave.service.endpoint import ENDPOINT_FILE, read_endpoint, service_dir
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Job
+from shockwave.service.tenancy import read_tenant_token, token_path
 
 logging.getLogger("httpx2").setLevel(logging.WARNING)  # a line per request would bury the CLI's own output
 TIMEOUT = httpx.Timeout(10.0, connect=3.0)
@@ -22,22 +23,25 @@ TIMEOUT = httpx.Timeout(10.0, connect=3.0)
 
 
 class ServiceClient:
-    def __init__(self, folder: Path) -> None:
-        """The service whose `endpoint.json` is in `folder`."""
+    def __init__(self, folder: Path, tenant: str | None = None) -> None:
+        """The service whose `endpoint.json` is in `folder`, as its admin or (`tenant`) with that tenant's token."""
         self.endpoint_path = folder / ENDPOINT_FILE
         endpoint = read_endpoint(folder)
+        token = endpoint.token if tenant is None else read_tenant_token(folder, tenant)
+        if tenant is not None:
+            self.endpoint_path = token_path(folder, tenant)  # the token a refusal is about
         # trust_env=False: no proxy from the environment sees the token, and loopback is never proxied.
         self.http = httpx.Client(
             base_url=endpoint.url,
-            headers={"Authorization": f"Bearer {endpoint.token}"},
+            headers={"Authorization": f"Bearer {token}"},
             timeout=TIMEOUT,
             trust_env=False,
         )
 
     @classmethod
-    def find(cls, out: Path | None) -> ServiceClient:
-        """The service of `--out DIR`, else of $SHOCKWAVE_SERVICE_DIR."""
-        return cls(service_dir(out))
+    def find(cls, out: Path | None, tenant: str | None = None) -> ServiceClient:
+        """The service of `--out DIR`, else of $SHOCKWAVE_SERVICE_DIR (as `tenant`, where given)."""
+        return cls(service_dir(out), tenant)
 
     def _call(self, method: str, path: str, *, spec_path: Path | None = None, **kwargs: Any) -> httpx.Response:
         """The answer to a request, or an InputError: the service's message with its field (and `spec_path`, the
@@ -73,6 +77,12 @@ class ServiceClient:
 
     def logs(self, name: str, lines: int) -> str:
         return self._call("GET", f"/jobs/{_segment(name)}/logs", params={"lines": lines}).text
+
+    def tenants(self) -> list[dict[str, Any]]:
+        return list(self._call("GET", "/tenants").json())
+
+    def reload_tenants(self) -> list[dict[str, Any]]:
+        return list(self._call("POST", "/tenants/reload").json())
 
 
 def _segment(name: str) -> str:

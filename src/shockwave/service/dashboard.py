@@ -84,6 +84,7 @@ def job_row(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
         "name": job.name,
+        "tenant": job.tenant,
         "state": job.state,
         "gpu_type": job.gpu_type,
         "gpus": job.gpus,
@@ -96,6 +97,20 @@ def job_row(job: Job) -> dict[str, Any]:
         "estimated_finish_s": job.estimated_finish_s,
         "reason": job.reason,
     }
+
+
+def tenant_rows(jobs: list[Job]) -> list[dict[str, Any]]:
+    """Per tenant (where the service has tenants): its jobs running and queued, and the GPUs it holds by type."""
+    rows: dict[str, dict[str, Any]] = {}
+    for job in jobs:
+        if job.tenant is None:
+            continue
+        row = rows.setdefault(job.tenant, {"tenant": job.tenant, "running": 0, "queued": 0, "gpus": {}})
+        if job.state in ("running", "queued"):
+            row[job.state] += 1
+        if job.state == "running" and job.gpu_type is not None and job.gpus:
+            row["gpus"][job.gpu_type] = row["gpus"].get(job.gpu_type, 0) + job.gpus
+    return sorted(rows.values(), key=lambda row: row["tenant"])
 
 
 @dataclass(frozen=True)
@@ -193,10 +208,12 @@ class SnapshotFeed:
 
     def _read(self, version: int) -> Snapshot:
         """The snapshot as of `version`, read after it: a change while reading is sent again, never missed."""
+        jobs = self.store.jobs()
         data = {
             "version": version,
             "cluster": self.pools,
-            "jobs": [job_row(job) for job in self.store.jobs()],
+            "jobs": [job_row(job) for job in jobs],
+            "tenants": tenant_rows(jobs),
             "rounds": self.store.rounds(ROUNDS_SHOWN),
         }
         text = to_json(data, inf_nan_mode="null").decode()

@@ -17,6 +17,7 @@ queue, and takes in whatever was submitted while it was down.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,8 +283,14 @@ class StoreObserver:
         now = runtime.clock.now()
         cluster = runtime.cluster
         self.link.store.record_round(now, {t: busy.get(t, 0) for t in cluster.types}, placements)
+        held: Counter[tuple[str, str]] = Counter()
+        for a in plan.assignments:
+            tenants = {self.link.shape(job_id).tenant for job_id in a.jobs} - {None}
+            for tenant in tenants:
+                held[(str(tenant), a.gpu_type)] += a.gpus
         self.link.metrics = SchedulerMetrics(
             gpu_utilisation={p.gpu_type: busy.get(p.gpu_type, 0) / p.gpus for p in cluster.pools},
+            tenant_gpus=dict(held),
             solve_seconds=solve_s,
             round_seconds=now - self.last_round_start if self.last_round_start is not None else None,
         )

@@ -14,12 +14,14 @@ and running job, from its last checkpoint, and whatever was submitted or cancell
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
 import logging
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -58,6 +60,7 @@ from shockwave.service.scheduler import QueueLink, QueueSource, StoreObserver, T
 from shockwave.service.server import start_server
 from shockwave.service.spec import JobSpec
 from shockwave.service.store import Store
+from shockwave.service.tenancy import TenantBook
 from shockwave.workload_model.entities import Entities
 from shockwave.workload_model.job import Job
 from shockwave.workload_model.profile import JobProfile, build_profile
@@ -92,6 +95,9 @@ class ServeRequest:
     resume: bool = False
     port: int = 0
     """The API's port on 127.0.0.1 (0: any free one; endpoint.json says which)."""
+    tenants: Path | None = None
+    """The tenants file the cluster is shared between (read again on SIGHUP or `shockwave tenants reload`); None:
+    the one the service started with, if any."""
 
 
 class ServiceSettings(BaseModel):
@@ -112,6 +118,8 @@ class ServiceSettings(BaseModel):
     max_restarts: Annotated[int, Field(ge=0, le=MAX_RESTARTS)] = 3
     realloc_seconds: Annotated[float, Field(ge=0, le=1e9)] | None = None
     policy_params: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list)
+    tenants: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    """The tenants file's absolute path: the operator's own, which they edit while serving (never copied)."""
     start_wall: Annotated[float, Field(ge=-1e12, le=1e12)] | None = None
     rounds: Annotated[int, Field(ge=0)] = 0
     idle_s: Annotated[float, Field(ge=0, le=MAX_SECONDS)] = 0.0
@@ -155,6 +163,7 @@ def _started(request: ServeRequest, policy: str) -> tuple[ServeRequest, ServiceS
         max_restarts=request.max_restarts,
         realloc_seconds=request.realloc_seconds,
         policy_params=params,
+        tenants=None if request.tenants is None else str(request.tenants.resolve()),
     )
     return _reading(request, settings, policy), settings
 
@@ -191,6 +200,7 @@ def _reading(
         max_restarts=settings.max_restarts,
         realloc_seconds=settings.realloc_seconds,
         policy_params=params,
+        tenants=request.tenants or (None if settings.tenants is None else Path(settings.tenants)),
     )
 
 
@@ -260,8 +270,14 @@ def _serve(
         request, settings = _started(request, info.name)
     assert request.cluster is not None
     cluster = ClusterSpec.parse(request.cluster)
+    book = None if request.tenants is None else TenantBook(request.tenants, request.out, cluster, store)
     inputs = assemble(
-        info, cluster, policy_params=request.policy_params, throughputs=request.throughputs, config=request.config
+        info,
+        cluster,
+        policy_params=request.policy_params,
+        throughputs=request.throughputs,
+        config=request.config,
+        tenants=None if book is None else book.current,
     )
     tm, entities = inputs.throughputs, inputs.entities
     policy = inputs.build(request.realloc_seconds if request.realloc_seconds is not None else request.round_seconds)
@@ -297,8 +313,11 @@ def _serve(
         observer=StoreObserver(link, private_subfolder(request.out / LOG_FOLDER)),
     )
     _give_up_invalid(scheduler, link)
-    api = partial(make_app, store, cluster, token, lambda: link.metrics, partial(_admissible, tm, cluster, entities))
-    _run_serving(request, token, api, scheduler, cluster_backend, ready)
+    api = partial(
+        make_app, store, cluster, token, lambda: link.metrics, partial(_admissible, tm, cluster, entities), book
+    )
+    with _reloading_on_sighup(book):
+        _run_serving(request, token, api, scheduler, cluster_backend, ready)
     return _result(request, info.label, scheduler, link, inputs, command)
 
 
@@ -364,6 +383,20 @@ def _run_serving(
         if server is not None:
             server.stop()
         backend.close()
+
+
+@contextlib.contextmanager
+def _reloading_on_sighup(book: TenantBook | None) -> Iterator[None]:
+    """SIGHUP reads the tenants file again (in a thread of its own: a signal handler must not wait on a lock),
+    where the service has tenants and runs in the main thread; the old handler is back once it stops."""
+    if book is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, lambda signum, frame: threading.Thread(target=book.reload_quietly).start())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 def _ray(cluster: ClusterSpec, request: ServeRequest) -> Backend:

@@ -32,6 +32,7 @@ PATTERN_RULES = {
     "name": "use letters, digits, '.', '_' and '-' (at most 64, the first a letter or digit)",
     "gpu_types": "a GPU type is a letter followed by letters, digits, '_' or '-'",
     "entity": "must not hold control characters",
+    "tenant": "a tenant's name is letters, digits, '.', '_' and '-' (at most 64, the first a letter or digit)",
     "command": "an argument must not hold a NUL character",
 }
 """What a field's pattern means, for its error message (pydantic would quote the regular expression)."""
@@ -77,6 +78,9 @@ class JobShape(BaseModel):
     """Priority weight: its share of the cluster relative to other jobs'."""
     entity: EntityName | None = None
     """Who the job belongs to (a team or user), for policies that share the cluster between entities first."""
+    tenant: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+    """The tenant whose quota the job runs in (`serve --tenants FILE`): a tenant's token submits as that tenant
+    only; the admin's names one."""
 
     @field_validator("family")
     @classmethod
@@ -166,6 +170,7 @@ class JobShape(BaseModel):
             arrival=arrival,
             mode=self.mode,
             priority_weight=self.weight,
+            tenant=self.tenant,
         )
 
 

@@ -46,13 +46,17 @@ WAITING = ("queued", "running")
 
 
 def queue_table(jobs: list[Job]) -> Table:
+    """One row per job; a tenant column where the service has tenants."""
     table = Table(caption=RHO_CAPTION, caption_justify="left")
-    for header in ("id", "job", "state", "GPUs", "progress", "est. finish", "rho", "reason"):
+    tenanted = any(job.tenant is not None for job in jobs)
+    headers = ("id", "job", *(("tenant",) if tenanted else ()), "state", "GPUs", "progress", "est. finish", "rho")
+    for header in (*headers, "reason"):
         table.add_column(header, justify="right" if header in ("id", "progress", "rho") else "left")
     for job in jobs:
         table.add_row(
             str(job.id),
             escape(job.name),
+            *((escape(job.tenant or "-"),) if tenanted else ()),
             f"[{STATE_STYLES[job.state]}]{job.state}[/]",
             escape(gpus_of(job)),
             progress_of(job),

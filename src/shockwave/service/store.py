@@ -126,6 +126,8 @@ class Job(BaseModel):
     """Why it failed, or another word from the scheduler; for an invalid row, what is wrong with it."""
     cancel_pending: bool
     """Cancelled, but the scheduler has not yet confirmed it stopped (or dropped) the job."""
+    tenant: str | None = None
+    """The tenant it runs for (its spec's), where the service is shared between tenants."""
 
 
 class JobUpdate(TypedDict, total=False):
@@ -305,6 +307,13 @@ class Store:
         found = Counter(job.state for job in self.jobs())
         return {state: found.get(state, 0) for state in STATES}
 
+    def counts_by_tenant(self) -> dict[tuple[str, str], int]:
+        """Jobs in each (state, tenant) ('' for a job of no tenant), every state of each tenant seen, zeros too."""
+        jobs = self.jobs()
+        found = Counter((job.state, job.tenant or "") for job in jobs)
+        tenants = sorted({job.tenant or "" for job in jobs} or {""})
+        return {(state, tenant): found.get((state, tenant), 0) for tenant in tenants for state in STATES}
+
     def version(self) -> int:
         """A counter that grows whenever a job is added or changed or a round recorded: one cheap read tells a
         watcher whether there is news. A counter that is not a number (a hand-edited file) is started again."""
@@ -361,7 +370,9 @@ def _job(row: dict[str, object]) -> Job:
             raise ValueError(f"the row's name {row['name']!r} is not its spec's {spec.name!r}")
         if row["cancel_pending"] not in (0, 1):
             raise ValueError(f"cancel_pending must be 0 or 1, got {row['cancel_pending']!r}")
-        return Job.model_validate({**row, "spec": spec, "cancel_pending": bool(row["cancel_pending"])})
+        return Job.model_validate(
+            {**row, "spec": spec, "cancel_pending": bool(row["cancel_pending"]), "tenant": spec.tenant}
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(part) for part in first.get("loc", ()))

@@ -41,6 +41,7 @@ def simulate(
     trace_format: str = "auto",
     profiles: Path | None = None,
     measurements: Path | None = None,
+    tenants: Path | None = None,
 ) -> tuple[dict[str, Any], SimulationResult]:
     """Simulate `policy`; `config` holds Shockwave's hyperparameters (default: the tacc_32gpus values).
 
@@ -55,7 +56,9 @@ def simulate(
     (`shockwave.results.model.Result`) by whoever writes it: the Python API, a sweep or comparison cell.
     `trace_format` "sia": `trace` is Sia's workload CSV, `profiles` its profile folder (`_sia_workload`); "auto":
     the project's or Gavel's trace format, told apart by their columns. `measurements` (a real run's
-    DIR/measurements.json) replays it as measured (`shockwave.workload_model.measurements`).
+    DIR/measurements.json) replays it as measured (`shockwave.workload_model.measurements`). `tenants` (a tenants
+    file) shares the cluster between tenants first, each job in the tenant the file assigns it
+    (`shockwave.policies.tenants`); the result's `tenants` says what each received.
     """
     if mechanics.round_grid and batch_sizes is not None:
         raise InputError(
@@ -72,8 +75,11 @@ def simulate(
         throughputs=throughputs if imported is None else imported[2],
         config=config,
         prices=prices,
+        tenants=tenants,
     )
     jobs, job_profiles = read_workload(trace, inputs.throughputs, batch_sizes) if imported is None else imported[:2]
+    if inputs.tenants is not None:
+        jobs = inputs.tenants().assigned(jobs)
     require_gangs_fit(jobs, cluster.largest_pool, trace)
     mechanics.require_rounds(makespan_lower_bound(jobs, job_profiles, cluster.gpus))
     if seed is None:

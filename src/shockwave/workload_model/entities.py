@@ -130,7 +130,7 @@ def _jobs(raw: Any, entities: dict[str, Entity], path: Path | None) -> dict[int,
     out: dict[int, str] = {}
     for key, name in raw.items():
         where = f"jobs.{key}"
-        ids = _job_ids(str(key), path, where)
+        ids = job_ids(str(key), path, where)
         if not isinstance(name, str) or name not in entities:
             known = ", ".join(entities)
             raise InputError(f"{name!r} is not an entity this file defines ({known})", path=path, field=where)
@@ -141,7 +141,8 @@ def _jobs(raw: Any, entities: dict[str, Entity], path: Path | None) -> dict[int,
     return out
 
 
-def _job_ids(key: str, path: Path | None, where: str) -> range:
+def job_ids(key: str, path: Path | None, where: str) -> range:
+    """The job ids a key names: one id, or an inclusive range "A-B"."""
     text = key.strip()
     if text.isdigit():
         return range(int(text), int(text) + 1)

@@ -39,6 +39,8 @@ class Job:
     of one type each round, it picks its own batch, and `total_steps` is its work in its throughput model's units
     of progress; `batch_size` and `scale_factor` are what it asked for, which its finish-time fairness is measured
     against."""
+    tenant: str | None = None
+    """The team the job belongs to (`shockwave.workload_model.tenants`), where the cluster is shared between tenants."""
 
     @property
     def job_type(self) -> str:
