@@ -96,6 +96,7 @@ sia-jitter: $(STAMP)
 docs-tables: $(STAMP)
 	$(BIN)/python benchmarks/docs_tables.py
 	$(BIN)/python benchmarks/types_table.py
+	$(BIN)/python benchmarks/http_api_doc.py
 
 # The documentation site, built into site/ with warnings as errors (make test builds it too).
 docs: $(STAMP)

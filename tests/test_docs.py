@@ -124,3 +124,11 @@ def test_readme_and_getting_started_run_as_written(tmp_path: Path) -> None:
     bash(script, tmp_path, env)  # `pip install ./shockwave` from the folder that holds the copy
     assert (empty / "results" / "cmp" / "figures").is_dir()
     assert not (empty / ".." / "shared").exists()
+
+
+def test_the_http_api_page_is_the_schema_the_service_serves() -> None:
+    """docs/http-api.md's routes table and docs/openapi.json are generated from the app (`make docs-tables`)."""
+    checked = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "http_api_doc.py"), "--check"], capture_output=True, text=True
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -415,7 +415,7 @@ def wait_for(driver: WebDriver, what: str, check: Any) -> None:
 
 
 def state_of(driver: WebDriver, name: str) -> str | None:
-    return next((row[2] for row in shown(driver, "#jobs") if row[1] == name), None)
+    return next((row[3] for row in shown(driver, "#jobs") if row[1] == name), None)
 
 
 def test_the_dashboard_shows_jobs_and_news_without_reloading(service: tuple[str, Store], browser: WebDriver) -> None:
@@ -426,7 +426,7 @@ def test_the_dashboard_shows_jobs_and_news_without_reloading(service: tuple[str,
     wait_for(
         browser,
         "both queued jobs",
-        lambda d: [(r[1], r[2]) for r in shown(d, "#jobs")] == [("resnet-a", "queued"), ("lm_b", "queued")],
+        lambda d: [(r[1], r[3]) for r in shown(d, "#jobs")] == [("resnet-a", "queued"), ("lm_b", "queued")],
     )
     wait_for(browser, "that it is live", lambda d: d.find_element("id", "status").text == "live")
     browser.execute_script("window.sameDocument = true;")  # gone if the page reloads
@@ -434,7 +434,7 @@ def test_the_dashboard_shows_jobs_and_news_without_reloading(service: tuple[str,
     store.update(1, state="running", gpu_type="v100", gpus=2, progress_steps=100, rho=0.93, batch_size=64)
     wait_for(browser, "resnet-a running", lambda d: state_of(d, "resnet-a") == "running")
     row = next(r for r in shown(browser, "#jobs") if r[1] == "resnet-a")
-    assert row[3:7] == ["2x v100", "25%", "0.93", "64"]
+    assert row[4:8] == ["2x v100", "25%", "0.93", "64"]
     assert state_of(browser, "lm_b") == "queued"
 
     now = time.time()

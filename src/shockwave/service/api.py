@@ -396,7 +396,9 @@ def _add_metrics_route(
     registry = CollectorRegistry()
     registry.register(_QueueCollector(store, metrics_source, tenanted))
 
-    @router.get("/metrics", response_class=PlainTextResponse, dependencies=[Depends(guards.admin)])
+    @router.get(
+        "/metrics", response_class=PlainTextResponse, dependencies=[Depends(guards.admin)], responses=_refusals(403)
+    )
     def metrics() -> Response:
         """Prometheus text format (the admin's token: it counts every tenant's jobs): jobs by state and tenant; GPU
         utilisation per type, GPUs held per tenant, solve time and round length once the scheduler reports them."""

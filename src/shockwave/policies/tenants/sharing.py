@@ -28,7 +28,7 @@ from shockwave.core.state import JobState
 from shockwave.policies.tenants.shares import Demand, Shares, fair_shares, progress_per_gpu_second, rounded
 from shockwave.workload_model.tenants import Tenant, Tenants
 
-CALIBRATION_PRIOR_S = 3600.0
+CALIBRATION_PRIOR_S = 600.0
 """Progress-seconds a tenant's calibration starts from on both sides: one GPU-hour's evidence before it moves."""
 CALIBRATION_HALF_LIFE_S = 900.0
 """The evidence halves every 15 minutes: the jobs a policy runs for a tenant change as its queue does (a fifo
