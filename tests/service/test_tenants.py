@@ -219,3 +219,23 @@ def test_three_tenants_share_a_service_by_weight_as_in_simulation(tmp_path: Path
         assert rows[name]["contended_share"] == pytest.approx(weight / 6, rel=0.05)
     account = {row["tenant"]: row for row in accounts(out)["tenants"]}
     assert all(account[name]["gpu_seconds"] > 0 and account[name]["jobs"] == 4 for name in "abc")
+
+
+def test_a_resumed_service_keeps_its_tenants_and_what_they_received(tmp_path: Path) -> None:
+    """Stopped mid-run and resumed without --tenants (the journal names the file): the tenant sharing's accounts go
+    on from where they were, every acked job finishes, and bob's cap still holds."""
+    out, world, fakes, stop = tmp_path / "service", World(), [], threading.Event()
+    queue = Store(out, clock=world.now)
+    for name, tenant in (("a1", "alice"), ("a2", "alice"), ("b1", "bob"), ("b2", "bob")):
+        world.at(0.0, lambda name=name, tenant=tenant: queue.submit(spec(name, steps=3000, tenant=tenant)))
+    world.at(22.0, stop.set)
+    first = serve(request(out, tenants=tenants_file(tmp_path)), stop, backend_on(world, fakes))
+    received = {row["tenant"]: row["gpu_seconds"] for row in first["tenants"]}
+    assert received["alice"] > 0 and received["bob"] > 0
+    stop = threading.Event()
+    world.at(world.now() + 300.0, stop.set)
+    resumed = serve(request(out, resume=True), stop, backend_on(world, fakes))
+    assert resumed["complete"] and {job.state for job in queue.jobs()} == {"done"}
+    again = {row["tenant"]: row["gpu_seconds"] for row in resumed["tenants"]}
+    assert all(again[name] > received[name] for name in received)
+    assert all(sum(p.gpus for p in r.plan if p.job.startswith("b")) <= 1 for r in queue.rounds(10_000))
