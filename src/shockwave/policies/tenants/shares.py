@@ -69,8 +69,14 @@ class Demand:
         return Demand(self.gpus, self.by_type, {t: v * factor for t, v in self.value.items()})
 
 
-def fair_shares(tenants: Mapping[str, Tenant], demands: Mapping[str, Demand], cluster: ClusterSpec) -> Shares:
-    """Fractional GPUs per tenant and type: guarantees (up to demand), then water-filling by weight."""
+def fair_shares(
+    tenants: Mapping[str, Tenant],
+    demands: Mapping[str, Demand],
+    cluster: ClusterSpec,
+    boost: Mapping[str, float] | None = None,
+) -> Shares:
+    """Fractional GPUs per tenant and type: guarantees (up to demand), then water-filling by weight (times `boost`,
+    what the tenant is owed of past rounds' progress)."""
     names = [n for n in tenants if demands.get(n) is not None and demands[n].gpus > 0]
     shares: Shares = {n: dict.fromkeys(cluster.types, 0.0) for n in tenants}
     left = {t: float(cluster.pool(t).gpus) for t in cluster.types}
@@ -93,7 +99,7 @@ def fair_shares(tenants: Mapping[str, Tenant], demands: Mapping[str, Demand], cl
     gpus = np.array([left[t] for t in types])
     open_ = (value > 0) & (np.array([[demands[n].by_type[t] for t in types] for n in rising]) > 0) & (gpus > 0)
     problem = WaterFillingProblem(np.where(open_, value * sizes[:, None], 0.0), sizes, gpus, open_)
-    weights = np.array([tenants[n].weight for n in rising])
+    weights = np.array([tenants[n].weight * (boost or {}).get(n, 1.0) for n in rising])
     x = water_fill(problem, lambda frozen: weights)
     for row, name in enumerate(rising):
         for col, gpu_type in enumerate(types):
