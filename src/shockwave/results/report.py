@@ -95,6 +95,25 @@ def print_run_summary(console: Console, result: dict[str, Any]) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
+    if result.get("tenants"):
+        console.print(tenants_table(result))
+
+
+def tenants_table(result: dict[str, Any]) -> Table:
+    """What each tenant received: GPU-hours by type, and its share of progress while all waited, beside its weight's."""
+    table = Table(title=f"tenants ({result.get('contended_rounds', 0)} rounds with every tenant waiting)")
+    for header in ("tenant", "weight", "entitled", "contended share", "GPU-hours by type"):
+        table.add_column(header)
+    for row in result["tenants"]:
+        share = row.get("contended_share")
+        table.add_row(
+            escape(str(row["tenant"])),
+            f"{row['weight']:g}",
+            f"{row['entitled_share']:.1%}",
+            "-" if share is None else f"{share:.1%}",
+            escape(", ".join(f"{t} {s / 3600:.1f}" for t, s in row["gpu_seconds_by_type"].items()) or "-"),
+        )
+    return table
 
 
 def cost_line(result: dict[str, Any]) -> str:

@@ -78,3 +78,18 @@ def test_rounding_is_paid_back_over_rounds() -> None:
             total[name] += whole[name]["v100"]
             owed[name]["v100"] = owed[name].get("v100", 0.0) + shares[name]["v100"] - whole[name]["v100"]
     assert total == {"a": 4, "b": 2}
+
+
+def test_simulate_takes_a_tenants_file_and_refuses_a_gang_over_a_cap(tmp_path: Path) -> None:
+    trace = tmp_path / "two-gpu.trace"
+    made = shockwave("trace", "generate", "--style", "shockwave", "--jobs", 4, "--gpu-mix", "0,1,0,0", "-o", trace)
+    assert made.returncode == 0, made.stderr
+    capped = tmp_path / "capped.toml"
+    capped.write_text('[tenants.a]\nmax_gpus = 1\n[jobs]\ndefault = "a"\n')
+    refused = shockwave("simulate", "--trace", trace, "--gpus", 4, "--policy", "max_min_fairness", "--tenants", capped)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "capped.toml: field 'tenants.a.max_gpus': job 0 asks for 2 GPUs" in refused.stderr
+    shared = tmp_path / "shared.toml"
+    shared.write_text('[tenants.a]\n[tenants.b]\n[jobs]\nassign = "round_robin"\n')
+    ran = shockwave("simulate", "--trace", trace, "--gpus", 4, "--policy", "max_min_fairness", "--tenants", shared)
+    assert ran.returncode == 0 and "contended share" in ran.stdout
