@@ -23,7 +23,6 @@ WHO = {
     "/healthz": "anyone",
     "/metrics": "admin",
     "/tenants/reload": "admin",
-    "/": "admin (dashboard)",
     "/events": "admin (dashboard)",
     "/api/rounds": "admin (dashboard)",
 }

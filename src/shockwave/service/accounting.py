@@ -66,7 +66,7 @@ def accounts(folder: Path, since: float | None = None) -> dict[str, Any]:
         record = records.get(run_id) if run_id is not None else None
         if record is not None and job.spec is not None:
             _charge(account, job, record, settings.service_jobs[run_id].arrival)  # type: ignore[index]
-        elif job.state == "queued":
+        if job.state == "queued" and (record is None or not record.starts):
             account.waiting += 1
     for name, progress in _contended(journal).items():
         if name in book:
@@ -80,8 +80,6 @@ def _charge(account: TenantAccount, job: Job, record: JobRecord, arrival: float)
         account.gpu_seconds_by_type[gpu_type] += seconds * job.spec.gpus
     if record.starts:
         account.delays.append(max(record.starts[0] - arrival, 0.0))
-    elif job.state == "queued":
-        account.waiting += 1
 
 
 def _weights(path: str | None) -> dict[str, float]:

@@ -28,8 +28,8 @@ class ServiceClient:
         self.endpoint_path = folder / ENDPOINT_FILE
         endpoint = read_endpoint(folder)
         token = endpoint.token if tenant is None else read_tenant_token(folder, tenant)
-        if tenant is not None:
-            self.endpoint_path = token_path(folder, tenant)  # the token a refusal is about
+        self.token_path = self.endpoint_path if tenant is None else token_path(folder, tenant)
+        """The file of the token sent: what a refusal of it names."""
         # trust_env=False: no proxy from the environment sees the token, and loopback is never proxied.
         self.http = httpx.Client(
             base_url=endpoint.url,
@@ -62,7 +62,7 @@ class ServiceClient:
             return response
         detail, field = _refusal(response)
         if response.status_code == 401:
-            raise InputError(f"the service refused the token of {self.endpoint_path}: {detail}", field=field)
+            raise InputError(f"the service refused the token of {self.token_path}: {detail}", field=field)
         raise InputError(detail, path=spec_path if response.status_code == 422 else None, field=field)
 
     def submit(self, spec: JobSpec, spec_path: Path | None = None) -> Job:

@@ -21,6 +21,7 @@ from shockwave.io.jsonfile import read_json_or_toml
 from shockwave.io.text import JOB_SPEC_LIMIT
 from shockwave.workload_model.catalog import FAMILIES, WORKLOAD_FAMILIES, family
 from shockwave.workload_model.job import Job
+from shockwave.workload_model.tenants import NAME as TENANT_NAME
 from shockwave.workload_model.trace import MAX_EPOCHS
 
 MAX_WEIGHT = 1e6
@@ -78,7 +79,7 @@ class JobShape(BaseModel):
     """Priority weight: its share of the cluster relative to other jobs'."""
     entity: EntityName | None = None
     """Who the job belongs to (a team or user), for policies that share the cluster between entities first."""
-    tenant: Annotated[str, StringConstraints(pattern=NAME_PATTERN)] | None = None
+    tenant: Annotated[str, StringConstraints(pattern=TENANT_NAME.pattern)] | None = None
     """The tenant whose quota the job runs in (`serve --tenants FILE`): a tenant's token submits as that tenant
     only; the admin's names one."""
 

@@ -304,8 +304,10 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Jobs in each state (every state, zeros included; a quarantined row counts as invalid)."""
-        found = Counter(job.state for job in self.jobs())
-        return {state: found.get(state, 0) for state in STATES}
+        found: Counter[str] = Counter()
+        for (state, _), count in self.counts_by_tenant().items():
+            found[state] += count
+        return {state: found[state] for state in STATES}
 
     def counts_by_tenant(self) -> dict[tuple[str, str], int]:
         """Jobs in each (state, tenant) ('' for a job of no tenant), every state of each tenant seen, zeros too."""

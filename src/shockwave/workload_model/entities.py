@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,13 +128,18 @@ def _entities(raw: Any, path: Path | None) -> dict[str, Entity]:
 def _jobs(raw: Any, entities: dict[str, Entity], path: Path | None) -> dict[int, str]:
     if not isinstance(raw, dict):
         raise InputError('expected an object: job id (or range "A-B") -> entity name', path=path, field="jobs")
+    return owners(raw.items(), entities, "an entity", path)
+
+
+def owners(items: Iterable[tuple[Any, Any]], known: Collection[str], what: str, path: Path | None) -> dict[int, str]:
+    """Job id -> owner from a file's `jobs` table (a key is a job id or a range "A-B"; an owner one of `known`,
+    `what` it is called in messages); a job listed twice is refused."""
     out: dict[int, str] = {}
-    for key, name in raw.items():
+    for key, name in items:
         where = f"jobs.{key}"
         ids = job_ids(str(key), path, where)
-        if not isinstance(name, str) or name not in entities:
-            known = ", ".join(entities)
-            raise InputError(f"{name!r} is not an entity this file defines ({known})", path=path, field=where)
+        if not isinstance(name, str) or name not in known:
+            raise InputError(f"{name!r} is not {what} this file defines ({', '.join(known)})", path=path, field=where)
         for job_id in ids:
             if job_id in out:
                 raise InputError(f"job {job_id} is listed twice", path=path, field=where)

@@ -31,9 +31,9 @@ from typing import Any
 
 from shockwave.core.cluster import ClusterSpec
 from shockwave.core.errors import InputError
-from shockwave.io.jsonfile import read_toml
+from shockwave.io.jsonfile import object_with_keys, read_toml
 from shockwave.io.text import ENTITIES_LIMIT
-from shockwave.workload_model.entities import job_ids
+from shockwave.workload_model.entities import owners
 from shockwave.workload_model.job import Job
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -127,12 +127,10 @@ class Tenants:
 
     @classmethod
     def from_mapping(cls, raw: Any, path: Path | None = None) -> Tenants:
-        if not isinstance(raw, dict):
-            raise InputError("expected tables [tenants.NAME] (weight, max_gpus, guarantee) and [jobs]", path=path)
-        unknown = [k for k in raw if k not in TOP_KEYS]
-        if unknown:
-            raise InputError(f"unknown key(s) {unknown}; known: {list(TOP_KEYS)}", path=path, field=str(unknown[0]))
-        tenants = _tenants(raw.get("tenants"), path)
+        shape = "tables [tenants.NAME] (weight, max_gpus, guarantee) and [jobs]"
+        missing = "no tenants: give each a table [tenants.NAME] with its weight"
+        raw = object_with_keys(raw, TOP_KEYS, "tenants", shape, missing, path)
+        tenants = _tenants(raw["tenants"], path)
         jobs, default, rule = _jobs(raw.get("jobs", {}), tenants, path)
         return cls(tenants, jobs, default, rule, path)
 
@@ -200,21 +198,11 @@ def _jobs(raw: Any, tenants: dict[str, Tenant], path: Path | None) -> tuple[dict
     if not isinstance(raw, dict):
         raise InputError('expected a table: job id (or range "A-B") -> tenant', path=path, field="jobs")
     known = ", ".join(tenants)
-    out: dict[int, str] = {}
     default, rule = raw.get("default"), raw.get("assign")
     if default is not None and default not in tenants:
         raise InputError(f"{default!r} is not a tenant this file defines ({known})", path=path, field="jobs.default")
     if rule is not None and rule not in RULES:
         raise InputError(f"unknown rule {rule!r}; choose {', '.join(RULES)}", path=path, field="jobs.assign")
-    for key, name in raw.items():
-        if key in ("default", "assign"):
-            continue
-        where = f"jobs.{key}"
-        ids = job_ids(str(key), path, where)
-        if not isinstance(name, str) or name not in tenants:
-            raise InputError(f"{name!r} is not a tenant this file defines ({known})", path=path, field=where)
-        for job_id in ids:
-            if job_id in out:
-                raise InputError(f"job {job_id} is listed twice", path=path, field=where)
-            out[job_id] = name
+    listed = ((key, name) for key, name in raw.items() if key not in ("default", "assign"))
+    out = owners(listed, tenants, "a tenant", path)
     return out, default, rule
