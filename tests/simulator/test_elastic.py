@@ -102,11 +102,13 @@ def test_a_rigid_gang_split_over_servers_runs_at_its_placements_speed(
     _, _, tm = read_sia_workload(workload, sia_profiles, ClusterSpec.parse("a:8:4"))
     packed, split = tm.placed("toy", 64, (3,), "a"), tm.placed("toy", 64, (1, 2), "a")
     assert packed is not None and split is not None and split < packed  # interpolated: two servers sync slower
-    steps = tm.steps("toy", 64)
+    steps, ends = tm.steps("toy", 64), tm.epoch_ends("toy", 64)
     if mechanics == "sia":
-        # first-fit: job 0 on GPUs 0-2, job 1 on GPU 3 and GPUs 4-5; both planned at the first round's end (Sia's 60 s)
+        # first-fit: job 0 on GPUs 0-2, job 1 on GPU 3 and GPUs 4-5; both planned at the first round's end (Sia's 60 s),
+        # each of the three epochs (all within the first round after the 30-s start) ending on a whole second
         assert result.round_seconds == 60
-        expected = [60 + 30 + steps / packed, 60 + 30 + steps / split]
+        epochs = [end - start for start, end in zip((0.0, *ends), ends, strict=False)]
+        expected = [60 + 30 + sum(round(epoch / rate) for epoch in epochs) for rate in (packed, split)]
     else:
         # a whole server each, planned at once, both at the packed placement's speed
         expected = [30 + steps / packed] * 2
@@ -189,3 +191,21 @@ def test_sias_first_fit_scan_places_gavels_gangs_and_sia_and_pollux_place_theirs
     engine.launch(engine.loop, RoundPlan((Assignment((0,), "a", 3), Assignment((1,), "a", 3))))
     assert engine._per_server(engine.placements[-1][0]) == (3,)
     assert engine._per_server(engine.placements[-1][1]) == job_1_per_server
+
+
+def test_a_job_whose_last_work_takes_no_whole_second_finishes(sia_profiles: Path, tmp_path: Path) -> None:
+    from shockwave.core.cluster import ClusterSpec
+    from shockwave.workload_model.sia.rigid import read_sia_workload
+
+    workload = write_csv(tmp_path / "one.csv", HEADER, ["toy-0,0,toy,3,64"])
+    _, _, tm = read_sia_workload(workload, sia_profiles, ClusterSpec.parse("a:8:4"))
+    rate, ends = tm.placed("toy", 64, (3,), "a"), tm.epoch_ends("toy", 64)
+    assert rate is not None
+    first, second, last = (end - start for start, end in zip((0.0, *ends), ends, strict=False))
+    # Rounds that leave 0.3 s of the last epoch to the job's second round: reached in 0 whole seconds, at its start.
+    length = 30 + round(first / rate) + round(second / rate) + last / rate - 0.3
+    result = simulate(
+        workload, "max_sum_throughput_perf", "a:8:4", trace_format="sia", profiles=sia_profiles,
+        round_seconds=length, mechanics="sia",
+    )  # fmt: skip
+    assert [j.jct_s for j in result.jobs] == pytest.approx([2 * length])  # planned at the first round's end

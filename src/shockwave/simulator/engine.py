@@ -32,6 +32,7 @@ from shockwave.core.slo import has_slo, violates_slo
 from shockwave.core.state import JobState, rescale_to_batch_size
 from shockwave.results.metrics import JobOutcome, cost_fields, slo_fields, summarize_run, utilization_by_type
 from shockwave.simulator.adaptation import next_planned_switch, planned_batch_size, requested_batch_size
+from shockwave.simulator.epochs import through_epochs
 from shockwave.simulator.mechanics import Mechanics
 from shockwave.simulator.placement import place
 from shockwave.workload_model.goodput import Advanced, goodput_of
@@ -40,7 +41,7 @@ from shockwave.workload_model.measurements import MeasuredJob, Measurements
 from shockwave.workload_model.prices import Prices
 from shockwave.workload_model.profile import JobProfile, isolated_time
 from shockwave.workload_model.summary import cluster_makespan_lower_bound
-from shockwave.workload_model.throughput import ThroughputModel, TimesPlacements
+from shockwave.workload_model.throughput import KnowsEpochs, ThroughputModel, TimesPlacements
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +131,8 @@ class Simulator:
         self.clock = VirtualClock(self._round_start_after(jobs[0].arrival) if jobs else 0.0)
         self.timed = throughputs if mechanics.placed_speed and isinstance(throughputs, TimesPlacements) else None
         """The throughput model where rigid jobs run at the speed of the GPUs they were given (`placed_speed`)."""
+        self.epochs = throughputs if mechanics.whole_second_epochs and isinstance(throughputs, KnowsEpochs) else None
+        """The throughput model whose epoch ends rigid jobs reach on whole seconds (`whole_second_epochs`)."""
         self.goodput = goodput_of(throughputs)
         if self.goodput is None and any(job.elastic for job in jobs):
             raise InputError(f"elastic jobs need a goodput model; the throughput model {throughputs.name!r} has none")
@@ -221,7 +224,9 @@ class Simulator:
             job.training = advanced.training
             job.measured.setdefault(gpu_type, []).extend(advanced.measured)
         completed = False
-        if exec_s <= 0 and steps // job.scale_factor <= 0:  # some GPU of the gang got no steps: a failed round
+        # some GPU of the gang got no steps: a failed round (but for the last of a job's work, which whole-second
+        # epochs may do in no time)
+        if exec_s <= 0 and steps // job.scale_factor <= 0 and steps < job.remaining_steps:
             completed = self.loop.stalled(job) >= m.max_failed_rounds
             if completed and job.remaining_steps <= 0:
                 log.debug("job %d ended %d rounds after its last step (reference quirk)", job.id, job.failures)
@@ -343,8 +348,13 @@ class Simulator:
                 if job.spec.elastic:
                     launches.append(self._elastic_launch(job, assignment.gpu_type, gpus, startup, restarting))
                     continue
-            steps = min(self._whole(job, rate * (length - startup)), job.remaining_steps)
-            finish = max(now, now + startup + steps / rate)
+            if self.epochs is not None:
+                done, trained = through_epochs(job.steps_done, rate, length - startup, self._epoch_ends(job))
+                steps = min(self._whole(job, done - job.steps_done), job.remaining_steps)
+                finish = now + startup + trained
+            else:
+                steps = min(self._whole(job, rate * (length - startup)), job.remaining_steps)
+                finish = max(now, now + startup + steps / rate)
             launch = Launch(job, steps, finish, gpus, startup, holds_gpus=not launches)
             if self.replay and len(jobs) == 1:
                 self._switch_within_round(launch, rate, assignment.gpu_type)
@@ -371,10 +381,17 @@ class Simulator:
             training=job.training,
             measured=job.measured.get(gpu_type, ()),
             restarted=restarting,
+            whole_second_epochs=self.mechanics.whole_second_epochs,
         )
         finish = now + startup + advanced.trained_s
         steps = advanced.done - job.steps_done
         return Launch(job, steps, finish, gpus, startup, train_s=advanced.trained_s, learned=(gpu_type, advanced))
+
+    def _epoch_ends(self, job: JobState) -> list[float]:
+        """Where the job's epochs end in its own steps: the throughput model's ends at its batch, scaled to its work."""
+        assert self.epochs is not None
+        ends = self.epochs.epoch_ends(job.spec.model, job.spec.batch_size)
+        return [end * job.total_steps / ends[-1] for end in ends]
 
     @staticmethod
     def _whole(job: JobState, steps: float) -> int | float:

@@ -8,8 +8,8 @@ converts progress exactly at a batch-size switch instead of rounding a partial e
 Accordion rule at run time (item 8), and never force-completes a job that runs long (item 12). `sia` is the Sia
 artifact's simulator (benchmarks/sia_spec.md §3, §7): `corrected` on a fixed clock of whole rounds of its 60 s,
 gangs placed by its first-fit scan (but those of policies that place gangs whole, `Policy.places_gangs_whole`) and
-run at the speed of their real placement, and Gavel's policies on its port of Gavel's round robin. Sia's workloads
-(`--trace-format sia`) are simulated with it unless another preset is named.
+run at the speed of their real placement, each epoch's end on a whole second, and Gavel's policies on its port of
+Gavel's round robin. Sia's workloads (`--trace-format sia`) are simulated with it unless another preset is named.
 
 `Mechanics` is a frozen pydantic dataclass: every parameter is checked for its type whenever one is built, also by
 `dataclasses.replace`, so a preset changed by a flag cannot carry a string where the simulator does arithmetic.
@@ -67,6 +67,10 @@ class Mechanics:
     round_grid: bool = False
     """Rounds start on multiples of round_seconds and last their whole length even when every job in one finished
     sooner; an arrival waits for the next multiple (Sia's simulator steps a fixed clock, deciding every round)."""
+    whole_second_epochs: bool = False
+    """An epoch that ends within a round takes a whole number of seconds, as Sia's simulator steps a job (it rounds
+    the time to each epoch's end): a job of one-second epochs gains or loses up to half of each. Applies to jobs
+    whose throughput model knows their epochs (Sia's applications)."""
     placed_speed: bool = False
     """A rigid job whose throughput model times placements runs at the speed of the GPUs it was given (a gang split
     over more servers synchronises slower) and restarts when its GPUs per server change (Sia's simulator); other
@@ -178,6 +182,7 @@ PRESETS["sia"] = replace(
     name="sia",
     consolidate_gangs=False,
     round_grid=True,
+    whole_second_epochs=True,
     placed_speed=True,
     gavel_round_robin="sia",
 )

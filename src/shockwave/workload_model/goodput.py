@@ -62,10 +62,12 @@ class GoodputModel(Protocol):
         training: Training | None,
         measured: Sequence[Measurement],
         restarted: bool,
+        whole_second_epochs: bool = False,
     ) -> Advanced:
         """A job `done` into its work given `seconds` on a placement of a type (its GPUs on each server it spans),
         having measured `measured` there; `restarted`: it starts on these GPUs and picks its batch anew. It stops
-        early when done, or at once where it cannot run there."""
+        early when done, or at once where it cannot run there. `whole_second_epochs`: each epoch end it reaches
+        takes a whole number of seconds from where it stood (`Mechanics.whole_second_epochs`)."""
         ...
 
     def goodput(

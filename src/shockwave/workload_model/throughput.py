@@ -15,7 +15,7 @@ import ast
 import functools
 import math
 import reprlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
@@ -46,6 +46,16 @@ class TimesPlacements(Protocol):
 
     def placed(self, model: str, batch_size: int, per_server: tuple[int, ...], gpu_type: str) -> float | None:
         """Iterations per second of the gang with these GPUs on each server it spans; None where not measured."""
+        ...
+
+
+@runtime_checkable
+class KnowsEpochs(Protocol):
+    """A throughput model whose jobs' epochs take unequal numbers of steps (Sia's applications: an epoch's steps at a
+    batch are its progress over the statistical gain the epoch's gradient noise gives that batch)."""
+
+    def epoch_ends(self, model: str, batch_size: int) -> Sequence[float]:
+        """Steps at `batch_size` done when each epoch ends, in order (the last: the whole work)."""
         ...
 
 

@@ -14,7 +14,7 @@ from shockwave.core.errors import InputError
 from shockwave.policies.registry import POLICIES
 from shockwave.workload_model.catalog import family
 from shockwave.workload_model.sia.profiles import packed
-from shockwave.workload_model.sia.rigid import read_sia_workload, rigid_step, steps_needed
+from shockwave.workload_model.sia.rigid import epoch_ends, read_sia_workload, rigid_step
 
 CLUSTER = "a:8:4,b:8:8"
 
@@ -23,7 +23,7 @@ def test_steps_and_rates_follow_the_fixed_batch_rule(sia_workload: Path, sia_pro
     jobs, job_profiles, tm = read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER))
     app = tm.applications["toy"]
     # 30 progress over three epochs: 30 steps at batch 32 (gain 1), 22.5 at 64 (gain 4/3).
-    assert steps_needed(app, 32) == pytest.approx(30) and steps_needed(app, 64) == pytest.approx(22.5)
+    assert epoch_ends(app, 32)[-1] == pytest.approx(30) and epoch_ends(app, 64)[-1] == pytest.approx(22.5)
     assert [j.total_steps for j in jobs][:2] == [22.5, 22.5] and all(j.continuous for j in jobs)
     assert [j.restart_s for j in jobs] == [30.0] * 4
     # Batch 64 on 2 GPUs of a: 32 per GPU (the largest measured), no accumulation: 0.22 s a step.

@@ -82,6 +82,7 @@ class SiaGoodput:
         training: Training | None,
         measured: Sequence[Measurement],
         restarted: bool,
+        whole_second_epochs: bool = False,
     ) -> Advanced:
         app = self.applications[model]
         ends, profile, gpus = app.epoch_ends, app.types[gpu_type], sum(placement)
@@ -105,7 +106,7 @@ class SiaGoodput:
             if trained + to_end > seconds:
                 done, trained = done + rate * (seconds - trained), seconds
             else:
-                done, trained = ends[epoch], trained + to_end
+                done, trained = ends[epoch], min(seconds, trained + (round(to_end) if whole_second_epochs else to_end))
             if done < ends[-1]:
                 training = self._choose(app, gpu_type, placement, training, tuple(sorted(known.values())))
         return Advanced(done, trained, training, tuple(new))

@@ -38,7 +38,7 @@ class SiaThroughputs:
     applications: dict[str, Application]
     gpus_per_node: dict[str, int]
     name: str = "sia profiles"
-    _steps: dict[tuple[str, int], float] = field(default_factory=dict, repr=False)
+    _ends: dict[tuple[str, int], tuple[float, ...]] = field(default_factory=dict, repr=False)
     _placed: dict[tuple[str, int, tuple[int, ...], str], float | None] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
@@ -78,12 +78,16 @@ class SiaThroughputs:
         return self._placed[key]
 
     def steps(self, model: str, batch: int) -> float:
-        """`steps_needed` of an application at a global batch, worked out once (every job of a workload asks
-        at one of a few batch sizes)."""
-        key = (model, batch)
-        if key not in self._steps:
-            self._steps[key] = steps_needed(self.applications[model], batch)
-        return self._steps[key]
+        """Steps at a global batch that do the application's whole progress."""
+        return self.epoch_ends(model, batch)[-1]
+
+    def epoch_ends(self, model: str, batch_size: int) -> tuple[float, ...]:
+        """`epoch_ends` of an application at a global batch, worked out once (every job of a workload asks at one
+        of a few batch sizes; the KnowsEpochs protocol)."""
+        key = (model, batch_size)
+        if key not in self._ends:
+            self._ends[key] = epoch_ends(self.applications[model], batch_size)
+        return self._ends[key]
 
 
 def rigid_step(app: Application, gpu_type: str, placement: tuple[int, ...], batch: int) -> tuple[float, int] | None:
@@ -103,14 +107,15 @@ def rigid_step(app: Application, gpu_type: str, placement: tuple[int, ...], batc
     return SiaGoodput.step_seconds(app, timed, training), training.batch
 
 
-def steps_needed(app: Application, batch: int) -> float:
-    """Steps at global batch `batch` that do the application's whole progress."""
-    needed, before = 0.0, 0.0
+def epoch_ends(app: Application, batch: int) -> tuple[float, ...]:
+    """Steps at global batch `batch` done when each of the application's epochs ends (the last: its whole work)."""
+    ends, steps, before = [], 0.0, 0.0
     for epoch in range(app.max_epochs):
         end = app.epoch_end(epoch)
-        needed += (end - before) / app.gain(batch, epoch)
+        steps += (end - before) / app.gain(batch, epoch)
+        ends.append(steps)
         before = end
-    return needed
+    return tuple(ends)
 
 
 def family_of(app: Application) -> ModelFamily:
