@@ -226,7 +226,7 @@ class Simulator:
         completed = False
         # some GPU of the gang got no steps: a failed round (but for the last of a job's work, which whole-second
         # epochs may do in no time)
-        if exec_s <= 0 and steps // job.scale_factor <= 0 and steps < job.remaining_steps:
+        if exec_s <= 0 and steps // job.scale_factor <= 0 and not 0 < job.remaining_steps <= steps:
             completed = self.loop.stalled(job) >= m.max_failed_rounds
             if completed and job.remaining_steps <= 0:
                 log.debug("job %d ended %d rounds after its last step (reference quirk)", job.id, job.failures)
