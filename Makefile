@@ -45,6 +45,7 @@ test: $(STAMP) browser
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/types_pareto.py
+	$(BIN)/python benchmarks/types_pareto.py --random 40
 	$(BIN)/python benchmarks/sia_reference.py $(if $(SIA_ARTIFACT),--artifact $(SIA_ARTIFACT))
 	$(BIN)/python benchmarks/packed_runtime.py
 	$(BIN)/python benchmarks/gavel_policy_runtime.py --reference-policies $(or $(GAVEL_POLICIES),/tmp/gavel_ref)
