@@ -23,10 +23,15 @@ import argparse
 import math
 import random
 import statistics
+import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import reference_diff as rd  # the benchmarks folder is not a package
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT.parent / "shared" / "reference"
@@ -95,25 +100,28 @@ RANDOM_SHAPES = ("8:8:8", "16:16:16", "24:24:24", "36:36:36", "32:16:16", "64:32
 """The three-type clusters (V100:P100:K80 GPUs) a drawn case runs on."""
 
 
-def draw(count: int, seed: int) -> None:
-    """Add `count` drawn cases to GENERATED and CASES: Shockwave-style adaptive traces of 100-400 jobs on any shape,
-    an arrival every 1,000-3,000 GPU-seconds over the cluster's GPUs (the fixed cases' loads: 160 jobs every 30 s
-    on 48 GPUs to 460 every 12 s on 128), or Gavel-style multi-GPU traces of 80-240 jobs on 8 or 16 GPUs a type,
-    one every 20,000-50,000 over its GPUs (the fixed ones': 1,500-1,800 s on 24); generator seeds in [1e6, 1e7),
-    which no fixed case uses."""
+def draw(count: int, seed: int) -> list[str]:
+    """The names of `count` cases drawn and added to GENERATED and CASES: Shockwave-style adaptive traces of
+    100-400 jobs on any shape, an arrival every 1,000-3,000 GPU-seconds over the cluster's GPUs (the fixed cases'
+    loads: 160 jobs every 30 s on 48 GPUs to 460 every 12 s on 128), or Gavel-style multi-GPU traces of 80-240 jobs
+    on 8 or 16 GPUs a type, one every 20,000-50,000 over its GPUs (the fixed ones': 1,500-1,800 s on 24); generator
+    seeds in [1e6, 1e7), which no fixed case uses."""
     rng = random.Random(seed)
+    drawn = []
     for index in range(count):
         name = f"d{seed}-{index}"
         style = "shockwave" if rng.random() < 0.5 else "gavel"
         shape = rng.choice(RANDOM_SHAPES if style == "shockwave" else RANDOM_SHAPES[:2])
-        gpus = sum(int(n) for n in shape.split(":"))
+        v100, p100, k80 = shape.split(":")
+        gpus = int(v100) + int(p100) + int(k80)
         if style == "shockwave":
             jobs, gap = rng.randint(100, 400), round(rng.uniform(1000.0, 3000.0) / gpus, 1)
         else:
             jobs, gap = rng.randint(80, 240), float(round(rng.uniform(20000.0, 50000.0) / gpus))
         GENERATED[name] = (style, jobs, gap, rng.randrange(10**6, 10**7))
-        v100, p100, k80 = shape.split(":")
-        CASES[f"{name} {style} {jobs} jobs every {gap:g} s {shape}"] = (name, f"v100:{v100},p100:{p100},k80:{k80}")
+        drawn.append(f"{name} {style} {jobs} jobs every {gap:g} s {shape}")
+        CASES[drawn[-1]] = (name, f"v100:{v100},p100:{p100},k80:{k80}")
+    return drawn
 
 
 def generate_traces(folder: Path, names: set[str]) -> dict[str, tuple[Path, Path]]:
@@ -205,10 +213,9 @@ def print_distribution(rows: list[dict[str, float]], baselines: list[dict[str, f
     named += [(f"{name}, fairest baseline", MEASURES[name], [b[name] for b in baselines]) for name in baselines[0]]
     for name, bar, unsorted in named:
         values = sorted(unsorted)
-        p95 = values[min(len(values) - 1, math.ceil(0.95 * len(values)) - 1)]
         met = sum(v <= bar for v in values)
-        print(f"| {name} | {statistics.median(values):.3f} | {p95:.3f} | {values[-1]:.3f} | {met}/{len(values)} "
-              f"(<= {bar:g}) |")  # fmt: skip
+        print(f"| {name} | {statistics.median(values):.3f} | {rd.quantile(values, 0.95):.3f} | {values[-1]:.3f} | "
+              f"{met}/{len(values)} (<= {bar:g}) |")  # fmt: skip
 
 
 def main() -> None:
@@ -218,12 +225,7 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=0, metavar="N", help="run N freshly drawn cases instead")
     parser.add_argument("--draw-seed", type=int, default=60, help="what the cases are drawn with (default: 60)")
     args = parser.parse_args()
-    if args.random:
-        before = set(CASES)
-        draw(args.random, args.draw_seed)
-        cases = [c for c in CASES if c not in before]
-    else:
-        cases = args.cases.split(",")
+    cases = draw(args.random, args.draw_seed) if args.random else args.cases.split(",")
     unknown = [c for c in cases if c not in CASES]
     if unknown:
         parser.error(f"unknown case {', '.join(unknown)}; known: {', '.join(CASES)}")

@@ -349,8 +349,7 @@ class Simulator:
                     launches.append(self._elastic_launch(job, assignment.gpu_type, gpus, startup, restarting))
                     continue
             if self.epochs is not None:
-                done, trained = through_epochs(job.steps_done, rate, length - startup, self._epoch_ends(job))
-                steps = min(self._whole(job, done - job.steps_done), job.remaining_steps)
+                steps, trained = self._through_epochs(job, rate, length - startup)
                 finish = now + startup + trained
             else:
                 steps = min(self._whole(job, rate * (length - startup)), job.remaining_steps)
@@ -387,11 +386,15 @@ class Simulator:
         steps = advanced.done - job.steps_done
         return Launch(job, steps, finish, gpus, startup, train_s=advanced.trained_s, learned=(gpu_type, advanced))
 
-    def _epoch_ends(self, job: JobState) -> list[float]:
-        """Where the job's epochs end in its own steps: the throughput model's ends at its batch, scaled to its work."""
+    def _through_epochs(self, job: JobState, rate: float, seconds: float) -> tuple[int | float, float]:
+        """(steps, seconds trained) of a rigid job's round whose epoch ends fall on whole seconds
+        (`whole_second_epochs`): its place and rate in the throughput model's steps at its batch (its own, scaled to
+        the model's whole work), so the model's cached ends serve every round."""
         assert self.epochs is not None
         ends = self.epochs.epoch_ends(job.spec.model, job.spec.batch_size)
-        return [end * job.total_steps / ends[-1] for end in ends]
+        scale = ends[-1] / job.total_steps
+        done, trained = through_epochs(job.steps_done * scale, rate * scale, seconds, ends)
+        return min(self._whole(job, done / scale - job.steps_done), job.remaining_steps), trained
 
     @staticmethod
     def _whole(job: JobState, steps: float) -> int | float:
