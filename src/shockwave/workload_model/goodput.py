@@ -23,8 +23,8 @@ Measurement = tuple[int, int, float, float, float]
 
 @dataclass(frozen=True)
 class Training:
-    """What an elastic job trains with on its current GPUs, and the epoch of its last step (whose gradient noise
-    it has measured)."""
+    """What an elastic job trains with on its current GPUs, and the epoch and global batch of its last step (whose
+    gradient noise it has measured: a batch just picked has not been stepped yet, so its noise is not known)."""
 
     gpus: int
     local: int
@@ -32,6 +32,12 @@ class Training:
     accumulation: int
     """Extra forward-backward passes per optimizer step."""
     epoch: int
+    stepped_batch: int = 0
+    """The global batch of the last step, whose gradient noise the job knows (left out: this one's own batch)."""
+
+    def __post_init__(self) -> None:
+        if not self.stepped_batch:
+            object.__setattr__(self, "stepped_batch", self.batch)
 
     @property
     def batch(self) -> int:

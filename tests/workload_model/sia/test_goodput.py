@@ -62,3 +62,26 @@ def test_elastic_jobs_count_progress_and_keep_their_request(sia_workload: Path, 
     jobs, profiles, _ = read_sia_workload(sia_workload, sia_profiles, ClusterSpec.parse(CLUSTER), elastic=True)
     assert all(j.elastic and j.total_steps == 30.0 for j in jobs)
     assert [j.scale_factor for j in jobs] == [2, 1, 4, 8] and profiles[0].epochs == 5
+
+
+def test_the_noise_a_job_knows_is_the_one_of_the_batch_it_last_stepped(tmp_path: Path) -> None:
+    # Noisier gradients at batch 64 (variance 9): there larger batches gain more. A batch just picked has not been
+    # stepped, so its noise is unknown: the job (and a policy's estimate) still use the noise of the batch it trained.
+    from sia_files import toy_application, toy_workload, write_csv
+
+    app = toy_application(tmp_path / "traces")
+    epochs = [f"{10.0 * (e + 1)},{e},0.5,1.0,9.0" for e in range(3)]
+    write_csv(app / "validation-64.csv", "progress,iteration,metric,grad_sqr,grad_var", epochs)
+    _, _, model = read_sia_workload(toy_workload(tmp_path), tmp_path / "traces", ClusterSpec.parse(CLUSTER), elastic=True)
+    goodput = model.goodput
+    stepped_32, picked_64 = Training(1, 32, 1, 0, stepped_batch=32), Training(2, 32, 0, 0)
+    assert stepped_32.batch == 64 and picked_64.stepped_batch == 64
+
+    def estimate(training: Training) -> float:
+        return goodput.goodput("toy", "a", 2, 128, training=training, measured=[ONE_GPU, (1, 2, 32.0, 0.22, 0.02)])
+
+    assert estimate(stepped_32) == estimate(Training(1, 32, 0, 0))
+    assert estimate(picked_64) > estimate(stepped_32)
+    # Training on with the batch picked measures its noise.
+    ran = goodput.advance("toy", "a", (1,), 0.0, 1.0, training=stepped_32, measured=[ONE_GPU], restarted=False)
+    assert ran.training is not None and ran.training.stepped_batch == 64

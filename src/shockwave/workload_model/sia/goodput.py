@@ -100,7 +100,7 @@ class SiaGoodput:
             if shape not in known:
                 known[shape] = (*shape, *timed)
                 new.append(known[shape])
-            training = Training(gpus, training.local, training.accumulation, epoch)
+            training = Training(gpus, training.local, training.accumulation, epoch)  # this step measures its noise
             rate = app.gain(training.batch, epoch) / self.step_seconds(app, timed, training)
             to_end = (ends[epoch] - done) / rate
             if trained + to_end > seconds:
@@ -124,10 +124,10 @@ class SiaGoodput:
         search = self._search_on(app, gpu_type, placement)
         if search is None:  # no measurement of a shape this large
             return None
-        epoch = 0 if before is None else before.epoch
+        epoch, noise = (0, 0) if before is None else (before.epoch, before.stepped_batch)
         best = None if before is None or not measured else self._search(app, fit(measured), before, search)
         local, accumulation = _first_pick(app, search) if best is None else (best[1], best[2])
-        return _within_limits(app, gpu_type, Training(search.gpus, local, accumulation, epoch))
+        return _within_limits(app, gpu_type, Training(search.gpus, local, accumulation, epoch, noise))
 
     def _search_on(self, app: Application, gpu_type: str, placement: tuple[int, ...]) -> Search | None:
         """The batch search a job runs on a placement: per-GPU batches between the type's smallest and the largest
@@ -161,7 +161,7 @@ class SiaGoodput:
     def _search(app: Application, steps: StepModel, noise: Training, s: Search) -> tuple[float, int, int] | None:
         """(progress per second, per-GPU batch, accumulation steps) of the batch the fitted model and the noise
         measured at `noise`'s batch and epoch say is best; None where no candidate fits [low, high]."""
-        sqr, var = app.grad(noise.batch, noise.epoch)
+        sqr, var = app.grad(noise.stepped_batch, noise.epoch)
         best: tuple[float, int, int] | None = None
         for effective, local, accumulation, seconds in _timed_candidates(app.init_batch, steps, s):
             rate = statistical_gain(sqr, var, effective / app.init_batch) / seconds
