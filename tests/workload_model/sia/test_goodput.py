@@ -11,7 +11,7 @@ from shockwave.core.cluster import ClusterSpec
 from shockwave.workload_model.goodput import Training
 from shockwave.workload_model.sia.goodput import SiaGoodput, epoch_of, split
 from shockwave.workload_model.sia.rigid import read_sia_workload
-from sia_files import ONE_GPU
+from sia_files import ONE_GPU, toy_application, toy_workload, write_csv
 
 CLUSTER = "a:8:4,b:8:8"
 
@@ -67,12 +67,11 @@ def test_elastic_jobs_count_progress_and_keep_their_request(sia_workload: Path, 
 def test_the_noise_a_job_knows_is_the_one_of_the_batch_it_last_stepped(tmp_path: Path) -> None:
     # Noisier gradients at batch 64 (variance 9): there larger batches gain more. A batch just picked has not been
     # stepped, so its noise is unknown: the job (and a policy's estimate) still use the noise of the batch it trained.
-    from sia_files import toy_application, toy_workload, write_csv
-
     app = toy_application(tmp_path / "traces")
     epochs = [f"{10.0 * (e + 1)},{e},0.5,1.0,9.0" for e in range(3)]
     write_csv(app / "validation-64.csv", "progress,iteration,metric,grad_sqr,grad_var", epochs)
-    _, _, model = read_sia_workload(toy_workload(tmp_path), tmp_path / "traces", ClusterSpec.parse(CLUSTER), elastic=True)
+    cluster = ClusterSpec.parse(CLUSTER)
+    _, _, model = read_sia_workload(toy_workload(tmp_path), tmp_path / "traces", cluster, elastic=True)
     goodput = model.goodput
     stepped_32, picked_64 = Training(1, 32, 1, 0, stepped_batch=32), Training(2, 32, 0, 0)
     assert stepped_32.batch == 64 and picked_64.stepped_batch == 64
