@@ -160,7 +160,8 @@ class SiaGoodput:
     @staticmethod
     def _search(app: Application, steps: StepModel, noise: Training, s: Search) -> tuple[float, int, int] | None:
         """(progress per second, per-GPU batch, accumulation steps) of the batch the fitted model and the noise
-        measured at `noise`'s batch and epoch say is best; None where no candidate fits [low, high]."""
+        measured at the batch `noise` last stepped, in its epoch, say is best; None where no candidate fits
+        [low, high]."""
         sqr, var = app.grad(noise.stepped_batch, noise.epoch)
         best: tuple[float, int, int] | None = None
         for effective, local, accumulation, seconds in _timed_candidates(app.init_batch, steps, s):
