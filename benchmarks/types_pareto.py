@@ -29,11 +29,12 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-import reference_diff as rd  # the benchmarks folder is not a package
+import reference_diff as rd  # noqa: E402 - the benchmarks folder is not a package
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = HERE.parent
 REFERENCE = ROOT.parent / "shared" / "reference"
 WISR = REFERENCE / "throughputs" / "wisr_throughputs.json"
 GAVEL = REFERENCE / "gavel" / "simulation_throughputs.json"
