@@ -1,5 +1,6 @@
-"""What the reference-diff harnesses share (`gavel_diff.py`, `sia_diff.py`): cells run side by side with a cache
-per cell, the distribution of ours / reference over them, its table and its figure.
+"""What the reference-diff harnesses share (`gavel_diff.py`, `sia_reference.py`, `sia_jitter.py`): cells run side by
+side with a cache per cell, the distribution of ours / reference over them, its table and its figure, and jittered
+copies of a workload.
 
 A cell is one simulation both simulators run; its key names its folder under `--out`, where each side's numbers
 are kept as JSON once a run finishes, so an interrupted screen resumes where it stopped and a finished one is
@@ -8,8 +9,10 @@ re-reported without running anything.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
+import random
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -168,3 +171,21 @@ def replace_between(page: Path, markers: tuple[str, str], lines: Sequence[str]) 
         raise SystemExit(f"{page}: the markers {begin!r} and {end!r} are missing")
     start, stop = text.index(begin) + len(begin), text.index(end)
     page.write_text(text[:start] + "\n" + "\n".join(lines) + "\n" + text[stop:])
+
+
+def jittered(source: Path, seed: int, folder: Path) -> Path:
+    """A copy of a Sia-format workload with each arrival later by U[0, 1) s (`random.Random(seed)`, one draw per line
+    in file order, 3 decimals; seed 0: unchanged). A second cannot matter to a job that runs for hours, but it moves
+    arrivals across round boundaries: what moves then is the run's noise, not its fidelity."""
+    with source.open(newline="") as file:
+        rows = list(csv.DictReader(file))
+    if seed:
+        rng = random.Random(seed)
+        for row in rows:
+            row["time"] = f"{float(row['time']) + rng.random():.3f}"
+    path = folder / f"{source.parent.name}-{source.stem}-{seed}.csv"
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path

@@ -13,8 +13,6 @@ fairness bars); this says how far a single run of each is from its mean. Printed
 from __future__ import annotations
 
 import argparse
-import csv
-import random
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from itertools import product
@@ -22,25 +20,10 @@ from pathlib import Path
 from statistics import geometric_mean
 from typing import Any
 
+from reference_diff import jittered
 from sia_table import BAR_WORKLOADS, measures, settings
 
 POLICIES = ("sia", "shockwave")
-
-
-def jittered(source: Path, seed: int, folder: Path) -> Path:
-    """A copy of a workload file with each arrival later by U[0, 1) s (seed 0: unchanged)."""
-    with source.open(newline="") as file:
-        rows = list(csv.DictReader(file))
-    if seed:
-        rng = random.Random(seed)
-        for row in rows:
-            row["time"] = f"{float(row['time']) + rng.random():.3f}"
-    path = folder / f"{source.parent.name}-{source.stem}-{seed}.csv"
-    with path.open("w", newline="") as file:
-        writer = csv.DictWriter(file, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    return path
 
 
 def run(job: tuple[Path, Path, str, str]) -> dict[str, Any]:

@@ -26,6 +26,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -74,8 +75,10 @@ def simulated(artifact: Path, workload: Path, entry: dict[str, Any]) -> tuple[An
 
 
 def ours(artifact: Path, entry: dict[str, Any]) -> dict[str, float]:
-    """Our run of the entry's workload, in the artifact's measures."""
-    result, cpu = simulated(artifact, artifact / "workloads" / entry["workload"], entry)
+    """Our run of the entry's workload (its jittered copy where the entry ran one), in the artifact's measures."""
+    with tempfile.TemporaryDirectory() as scratch:
+        workload = rd.jittered(artifact / "workloads" / entry["workload"], entry.get("jitter_seed", 0), Path(scratch))
+        result, cpu = simulated(artifact, workload, entry)
     jcts = sorted(job.jct_s for job in result.jobs)
     first = min(job.arrival_s for job in result.jobs)
     return {
@@ -102,16 +105,17 @@ def artifact_copy(artifact: Path, cluster: str, out: Path) -> Path:
     return copy
 
 
-def run_artifact(args: argparse.Namespace, workload: str, policy: str, cluster: str) -> dict[str, Any]:
-    """One run of the artifact's driver on one workload, in the artifact's measures (from its summary.json, with
-    `print_run_stats.py`'s definitions)."""
-    name = f"{policy}_{workload.replace('/', '-').removesuffix('.csv')}_{cluster}"
+def run_artifact(args: argparse.Namespace, workload: str, policy: str, cluster: str, seed: int = 0) -> dict[str, Any]:
+    """One run of the artifact's driver on one workload (jittered by `seed`, see `reference_diff.jittered`), in the
+    artifact's measures (from its summary.json, with `print_run_stats.py`'s definitions)."""
+    name = f"{policy}_{workload.replace('/', '-').removesuffix('.csv')}_{cluster}" + (f"_jitter{seed}" if seed else "")
     folder = args.out / name
     source = artifact_copy(args.artifact, cluster, args.out)
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "W").mkdir(parents=True)
     (folder / "O").mkdir()
-    shutil.copy(args.artifact / "workloads" / workload, folder / "W" / Path(workload).name)
+    copy = rd.jittered(args.artifact / "workloads" / workload, seed, folder / "O")
+    shutil.move(copy, folder / "W" / Path(workload).name)
     command = [args.artifact_python, "multi_simulator.py", f"{folder}/W/", *ARTIFACT_FLAGS[policy].split()]
     command.append(f"--output={folder}/O")
     started, cpu = time.perf_counter(), _children_cpu()
@@ -121,12 +125,13 @@ def run_artifact(args: argparse.Namespace, workload: str, policy: str, cluster: 
     if done.returncode != 0 or not summary.exists():
         raise RuntimeError(f"the artifact failed on {workload}: {done.stderr[-2000:]}")
     jcts = next(iter(json.loads(summary.read_text())["jcts"].values()))
-    arrivals = _arrivals(args.artifact / "workloads" / workload)
+    arrivals = _arrivals(folder / "W" / Path(workload).name)
     values = sorted(jcts.values())
     note = f"  # run with scratch config {HOMOGENEOUS_NODES}" if source != args.artifact else ""
     return {
         "policy": policy,
         "workload": workload,
+        **({"jitter_seed": seed} if seed else {}),
         "cluster": cluster,
         "interval_s": 60 if policy == "sia" else 360,
         "avg_jct_h": sum(values) / len(values) / 3600,
@@ -158,30 +163,36 @@ def _arrivals(workload: Path) -> dict[str, float]:
 def run_missing(args: argparse.Namespace) -> None:
     """Run the artifact on the asked workloads, policies and clusters the record lacks, and record each run."""
     record = json.loads(REFERENCE.read_text())
-    have = {(e["policy"], e["workload"], e["cluster"]) for e in record["runs"]}
+    record.setdefault("jittered", [])
+    have = {(e["policy"], e["workload"], e["cluster"], e.get("jitter_seed", 0)) for e in record["runs"]}
+    have |= {(e["policy"], e["workload"], e["cluster"], e["jitter_seed"]) for e in record["jittered"]}
     wanted = [
-        (f"{family}/workload-{i}.csv", policy, cluster)
+        (f"{family}/workload-{i}.csv", policy, cluster, seed)
         for family, numbers in _workloads(args.workloads).items()
         for i in numbers
-        for policy in ("sia", "gavel")
+        for policy in args.policies.split(",")
         for cluster in args.clusters.split(",")
-        if (policy, f"{family}/workload-{i}.csv", cluster) not in have
+        for seed in range(args.jitter + 1)
+        if (policy, f"{family}/workload-{i}.csv", cluster, seed) not in have
     ]
+    for cluster in {w[2] for w in wanted}:
+        artifact_copy(args.artifact, cluster, args.out)  # before the runs share it
     print(f"running the artifact on {len(wanted)} workload(s) the record lacks, {args.jobs} at a time")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         for entry in pool.map(lambda w: _tried(args, *w), wanted):
             if entry is None:
                 continue
-            print(f"{entry['policy']} {entry['workload']} {entry['cluster']}: {entry['avg_jct_h']:.3f} h JCT, "
-                  f"{entry['makespan_h']:.2f} h makespan, {entry['cpu_s']:.0f} CPU-s")  # fmt: skip
-            record["runs"].append(entry)
+            name = f"{entry['policy']} {entry['workload']} {entry['cluster']} jitter {entry.get('jitter_seed', 0)}"
+            print(f"{name}: {entry['avg_jct_h']:.3f} h JCT, {entry['makespan_h']:.2f} h makespan, "
+                  f"{entry['cpu_s']:.0f} CPU-s")  # fmt: skip
+            record["jittered" if "jitter_seed" in entry else "runs"].append(entry)
             REFERENCE.write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _tried(args: argparse.Namespace, workload: str, policy: str, cluster: str) -> dict[str, Any] | None:
+def _tried(args: argparse.Namespace, workload: str, policy: str, cluster: str, seed: int) -> dict[str, Any] | None:
     """A run, or None (said why) where the artifact failed: one failure does not lose the others."""
     try:
-        return run_artifact(args, workload, policy, cluster)
+        return run_artifact(args, workload, policy, cluster, seed)
     except RuntimeError as exc:
         print(exc)
         return None
@@ -221,10 +232,36 @@ def print_spread(rows: list[dict[str, Any]]) -> None:
     print("furthest average JCT: " + ", ".join(f"{r['key']} {r['ratios']['avg_jct_h']:.3f}" for r in worst))
 
 
+def print_jittered(artifact: Path, entries: list[dict[str, Any]]) -> None:
+    """Where the record has jittered runs of a workload: each side's average JCT per seed, its spread (max / min) and
+    ours / the artifact's of the means, so that a single run's ratio is read against the noise of both sides."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for entry in entries:
+        if entry["policy"] in OURS:
+            groups.setdefault((entry["policy"], entry["workload"], entry["cluster"]), []).append(entry)
+    groups = {key: runs for key, runs in groups.items() if any("jitter_seed" in run for run in runs)}
+    if not groups:
+        return
+    table = Table(title="average JCT (h) under sub-second arrival jitter: the artifact's and ours, seed by seed")
+    for header in ("policy, workload, cluster", "seeds", "ref", "ours", "ours / ref", "ref spread", "ours spread",
+                   "ours / ref of the means"):  # fmt: skip
+        table.add_column(header)
+    for (policy, workload, cluster), runs in sorted(groups.items()):
+        runs = sorted(runs, key=lambda run: run.get("jitter_seed", 0))
+        ref = [run["avg_jct_h"] for run in runs]
+        mine = [ours(artifact, run)["avg_jct_h"] for run in runs]
+        table.add_row(
+            f"{policy} {workload} {cluster}", " ".join(str(run.get("jitter_seed", 0)) for run in runs),
+            " ".join(f"{v:.3f}" for v in ref), " ".join(f"{v:.3f}" for v in mine),
+            " ".join(f"{m / r:.3f}" for m, r in zip(mine, ref, strict=True)),
+            f"{max(ref) / min(ref):.3f}", f"{max(mine) / min(mine):.3f}", f"{sum(mine) / sum(ref):.3f}",
+        )  # fmt: skip
+    Console(width=200).print(table)
+
+
 def print_partial(artifact: Path | None, entry: dict[str, Any]) -> None:
     """A reference run that did not finish: our average JCT over the jobs it finished, on the same first jobs."""
     import csv
-    import tempfile
 
     done = entry["completed_jcts_s"]
     line = f"{entry['policy']} on the first {entry['first_jobs']} jobs of {entry['workload']}: the reference finished "
@@ -256,6 +293,8 @@ def main() -> None:
     parser.add_argument("--workloads", default="", help="e.g. saturn:1-10,philly:4-8 (default: all of them)")
     parser.add_argument("--clusters", default="default-hetero", help=f"of {', '.join(CLUSTERS)}")
     parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "sia-artifact")
+    parser.add_argument("--policies", default="sia,gavel", help="the artifact's policies --run-artifact runs")
+    parser.add_argument("--jitter", type=int, default=0, help="--run-artifact also runs copies jittered by seeds 1-N")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="artifact runs at a time")
     args = parser.parse_args()
     if args.run_artifact:
@@ -299,6 +338,8 @@ def main() -> None:
     Console(width=200).print(table)
     if compared:
         print_spread(compared)
+    if args.artifact is not None:
+        print_jittered(args.artifact, entries + json.loads(REFERENCE.read_text()).get("jittered", []))
     for entry in json.loads(REFERENCE.read_text()).get("partial", []):
         print_partial(args.artifact, entry)
     if args.artifact is None:

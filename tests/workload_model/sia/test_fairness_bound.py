@@ -11,7 +11,6 @@ import pytest
 
 from shockwave.api import simulate
 from shockwave.core.cluster import ClusterSpec
-from shockwave.core.errors import InputError
 from shockwave.workload_model.goodput import Training, goodput_of
 from shockwave.workload_model.sia.fairness_bound import (
     LAMBDAS,
@@ -23,6 +22,7 @@ from shockwave.workload_model.sia.fairness_bound import (
     most_gpu_time_factor,
     orders,
     partitions,
+    price_grid,
     windows,
 )
 from shockwave.workload_model.sia.goodput import SiaGoodput
@@ -37,7 +37,7 @@ TIMED = [ONE_GPU, (1, 2, 16.0, 0.12, 0.02), (1, 4, 32.0, 0.23, 0.03), (2, 4, 16.
 def one_configuration(arrival: float, basis: float, gpus: int, seconds: float) -> JobWindow:
     """A job that runs only on `gpus` GPUs and takes `seconds` there: it needs gpus x seconds within any span of at
     least `seconds`."""
-    return JobWindow(arrival, basis, (gpus + LAMBDAS) * seconds, gpus)
+    return JobWindow(arrival, basis, ((gpus + LAMBDAS) * seconds)[None, :], (gpus,))
 
 
 def test_placements_cover_every_order_and_shape() -> None:
@@ -89,20 +89,20 @@ def test_two_jobs_that_each_need_the_whole_cluster_finish_one_after_the_other() 
     # 2 GPUs; each job needs both for 100 s; both arrive at 0 with rho's basis 100 s: one ends at 100 s, the other
     # at 200 s at best, so the worst rho is 2.
     jobs = [one_configuration(0.0, 100.0, 2, 100.0), one_configuration(0.0, 100.0, 2, 100.0)]
-    assert not fits(jobs, np.array([100.0, 199.0]), 2)
-    assert fits(jobs, np.array([100.0, 200.0]), 2)
-    assert 1.99 < least_worst_rho(jobs, 2) <= 2.0
+    assert not fits(jobs, np.array([100.0, 199.0]), [2])
+    assert fits(jobs, np.array([100.0, 200.0]), [2])
+    assert 1.99 < least_worst_rho(jobs, [2]) <= 2.0
     # With four GPUs both end at 100 s; a job that cannot finish by `by` makes every rho unreachable.
-    assert least_worst_rho(jobs, 4) <= 1.0
-    assert least_worst_rho(jobs, 2, by=150.0) == 64.0
+    assert least_worst_rho(jobs, [4]) <= 1.0
+    assert least_worst_rho(jobs, [2], by=150.0) == 64.0
 
 
 def test_how_much_more_gpu_time_than_the_least_a_schedule_can_spend() -> None:
     # Two jobs of 2 GPUs x 100 s that may use 4, both due at 100 s: on 8 GPUs each may need twice its least
     # GPU-time (400 GPU-seconds, 4 GPUs for 100 s); on 2 GPUs they do not fit even at their least.
-    jobs = [JobWindow(0.0, 100.0, (2 + LAMBDAS) * 100.0, 4) for _ in range(2)]
-    assert 1.99 < most_gpu_time_factor(jobs, 8, 1.0) < 2.01  # demands rounded down to whole GPU-seconds
-    assert most_gpu_time_factor(jobs, 2, 1.0) == 0.0
+    jobs = [JobWindow(0.0, 100.0, ((2 + LAMBDAS) * 100.0)[None, :], (4,)) for _ in range(2)]
+    assert 1.99 < most_gpu_time_factor(jobs, [8], 1.0) < 2.01
+    assert most_gpu_time_factor(jobs, [2], 1.0) == 0.0
     # A run that took 100 s each and spent 600 GPU-seconds spent 1.5x the least (2 x 200).
     assert gpu_time_factor(jobs, [100.0, 100.0], 600.0) == pytest.approx(1.5)
 
@@ -110,16 +110,17 @@ def test_how_much_more_gpu_time_than_the_least_a_schedule_can_spend() -> None:
 def test_a_job_never_gets_more_than_its_largest_gang_at_a_time() -> None:
     # 100 GPU-seconds whatever the span, basis 200 s, 4 GPUs: on at most 1 GPU it ends at 100 s at the earliest
     # (rho 0.5), on 4 at 25 s.
-    job = JobWindow(0.0, 200.0, np.full_like(LAMBDAS, 100.0), 1)
-    assert 0.49 < least_worst_rho([job], 4) <= 0.5
-    assert least_worst_rho([replace(job, largest_gang=4)], 4) <= 0.125
+    job = JobWindow(0.0, 200.0, np.full((1, len(LAMBDAS)), 100.0), (1,))
+    assert 0.49 < least_worst_rho([job], [4]) <= 0.5
+    assert least_worst_rho([replace(job, gangs=(4,))], [4]) <= 0.125
 
 
-def test_a_long_horizon_on_many_gpus_stays_within_the_integer_flow() -> None:
-    # 1,024 GPUs for 3e6 s is past 2^31 GPU-seconds: the flow counts in larger units, and 10 GPU-seconds still fit.
-    job = JobWindow(0.0, 1e6, (1 + LAMBDAS) * 10.0, 1)
-    assert fits([job], np.array([3e6]), 1024)
-    assert least_worst_rho([job], 1024) <= 1e-5
+def test_a_long_horizon_on_many_gpus_keeps_a_small_demand() -> None:
+    # 1,024 GPUs for 3e6 s is past 2^31 GPU-seconds; 10 GPU-seconds still fit and count.
+    job = JobWindow(0.0, 1e6, ((1 + LAMBDAS) * 10.0)[None, :], (1,))
+    assert fits([job], np.array([3e6]), [1024])
+    assert not fits([job], np.array([9.0]), [1024])
+    assert least_worst_rho([job], [1024]) <= 1e-5
 
 
 def test_rho_counts_every_job_of_the_trace_over_the_gpus(toy_goodput: SiaGoodput) -> None:
@@ -130,19 +131,54 @@ def test_rho_counts_every_job_of_the_trace_over_the_gpus(toy_goodput: SiaGoodput
     assert [w.basis_s for w in found] == [10.0, 20.0, 30.0]
 
 
-def test_no_policy_beats_the_bound(sia_workload: Path, sia_profiles: Path) -> None:
-    cluster = ClusterSpec.parse(CLUSTER)
-    jobs, profiles, tm = read_sia_workload(sia_workload, sia_profiles, cluster, elastic=True)
+def test_the_price_grid_prices_gpu_time_first_and_each_type_alone() -> None:
+    assert price_grid(1).tolist() == [[1.0]]
+    grid = price_grid(2)
+    assert grid[0].tolist() == [1.0, 1.0]
+    assert {(1.0, 0.0), (0.0, 1.0), (1.0, 0.5), (0.25, 1.0)} <= {tuple(row) for row in grid.tolist()}
+    assert len({tuple(row) for row in grid.tolist()}) == len(grid) and grid.max(axis=1).tolist() == [1.0] * len(grid)
+
+
+def on_types(arrival: float, basis: float, configurations: list[tuple[int, int, float]]) -> JobWindow:
+    """A one-epoch job that runs in any of `configurations` (type, GPUs, seconds) on two types: its dual at each
+    price is its cheapest configuration's (price x GPUs + lambda) x seconds."""
+    prices = price_grid(2)
+    dual = np.array([[min((w[t] * g + lam) * s for t, g, s in configurations) for lam in LAMBDAS] for w in prices])
+    gangs = tuple(max((g for t, g, _ in configurations if t == kind), default=0) for kind in (0, 1))
+    return JobWindow(arrival, basis, dual, gangs)
+
+
+def test_two_types_each_hold_one_job_but_one_type_holds_two_only_one_after_the_other() -> None:
+    # Two GPUs of each type. One job runs only on type 0 (2 GPUs, 100 s); the other on either (2 GPUs, 100 s on
+    # type 0, 50 s on type 1): side by side both end by 100 s. If the other also runs only on type 0, one waits.
+    only_first = on_types(0.0, 100.0, [(0, 2, 100.0)])
+    either = on_types(0.0, 100.0, [(0, 2, 100.0), (1, 2, 50.0)])
+    assert fits([only_first, either], np.array([100.0, 100.0]), [2, 2])
+    assert least_worst_rho([only_first, either], [2, 2]) <= 1.0
+    assert not fits([only_first, only_first], np.array([100.0, 199.0]), [2, 2])
+    assert 1.99 < least_worst_rho([only_first, only_first], [2, 2]) <= 2.0
+    # Type 1 alone cannot hold the first job: a cluster of type-1 GPUs only fits nothing.
+    assert not fits([only_first], np.array([1e6]), [0, 4])
+
+
+def test_gpu_time_on_the_faster_type_is_priced_so_the_slow_type_cannot_stand_in() -> None:
+    # One job, due at 60 s: 2 GPUs of type 1 for 50 s, or 4 of type 0 for 50 s (it has only 2 of type 0 at a time,
+    # so it needs type 1). The total GPU-time (100 GPU-seconds of type 1 or 200 of type 0) fits in 2 + 2 GPUs over
+    # 60 s (240), but not without type 1's GPUs, which a bound on GPU-time alone would miss.
+    job = on_types(0.0, 60.0, [(0, 4, 50.0), (1, 2, 50.0)])
+    assert fits([job], np.array([60.0]), [4, 2])
+    assert not fits([replace(job, gangs=(2, 2))], np.array([60.0]), [4, 0])
+
+
+@pytest.mark.parametrize("cluster", [CLUSTER, "a:8:4,b:8:8"])
+def test_no_policy_beats_the_bound_on_one_type_or_two(sia_workload: Path, sia_profiles: Path, cluster: str) -> None:
+    spec = ClusterSpec.parse(cluster)
+    jobs, profiles, tm = read_sia_workload(sia_workload, sia_profiles, spec, elastic=True)
     found = windows(
-        goodput_of(tm), [j.model for j in jobs], [j.arrival for j in jobs], [p.t_isolated for p in profiles], cluster
+        goodput_of(tm), [j.model for j in jobs], [j.arrival for j in jobs], [p.t_isolated for p in profiles], spec
     )
-    bound = least_worst_rho(found, cluster.gpus)
+    bound = least_worst_rho(found, [pool.gpus for pool in spec.pools])
     assert bound > 0
     for policy in ("sia", "shockwave"):
-        result = simulate(sia_workload, policy, CLUSTER, trace_format="sia", profiles=sia_profiles, round_seconds=60)
+        result = simulate(sia_workload, policy, cluster, trace_format="sia", profiles=sia_profiles, round_seconds=60)
         assert result.worst_ftf >= bound
-
-
-def test_one_gpu_type_only(toy_goodput: SiaGoodput) -> None:
-    with pytest.raises(InputError, match="one GPU type"):
-        windows(toy_goodput, ["toy"], [0.0], [1.0], ClusterSpec.parse("a:8:4,b:8:8"))
