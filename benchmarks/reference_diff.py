@@ -177,13 +177,30 @@ def jittered(source: Path, seed: int, folder: Path) -> Path:
     """A copy of a Sia-format workload with each arrival later by U[0, 1) s (`random.Random(seed)`, one draw per line
     in file order, 3 decimals; seed 0: unchanged). A second cannot matter to a job that runs for hours, but it moves
     arrivals across round boundaries: what moves then is the run's noise, not its fidelity."""
-    with source.open(newline="") as file:
-        rows = list(csv.DictReader(file))
+    rows = _rows(source)
     if seed:
         rng = random.Random(seed)
         for row in rows:
             row["time"] = f"{float(row['time']) + rng.random():.3f}"
-    path = folder / f"{source.parent.name}-{source.stem}-{seed}.csv"
+    return _written(rows, folder / f"{source.parent.name}-{source.stem}-{seed}.csv")
+
+
+def reordered(source: Path, seed: int, folder: Path) -> Path:
+    """A copy of a Sia-format workload with its lines in another order (`random.Random(seed).shuffle`; seed 0:
+    unchanged), arrivals as they are. Both simulators list jobs in file order, so their solvers meet the same ties in
+    another column order: what moves then is how the ties were broken."""
+    rows = _rows(source)
+    if seed:
+        random.Random(seed).shuffle(rows)
+    return _written(rows, folder / f"{source.parent.name}-{source.stem}-order{seed}.csv")
+
+
+def _rows(source: Path) -> list[dict[str, str]]:
+    with source.open(newline="") as file:
+        return list(csv.DictReader(file))
+
+
+def _written(rows: list[dict[str, str]], path: Path) -> Path:
     with path.open("w", newline="") as file:
         writer = csv.DictWriter(file, fieldnames=list(rows[0]))
         writer.writeheader()

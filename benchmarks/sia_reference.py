@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -74,10 +75,27 @@ def simulated(artifact: Path, workload: Path, entry: dict[str, Any]) -> tuple[An
     return result, time.process_time() - started
 
 
+VARIANTS = {"jitter": rd.jittered, "order": rd.reordered}
+"""Copies of a workload that should not matter: arrivals moved by under a second, lines in another order."""
+
+
+def variant_of(entry: dict[str, Any]) -> tuple[str, int]:
+    """The copy an entry ran: ("jitter" | "order", seed), or ("", 0) for the workload as it is."""
+    for kind in VARIANTS:
+        if entry.get(f"{kind}_seed"):
+            return kind, entry[f"{kind}_seed"]
+    return "", 0
+
+
+def variant_copy(source: Path, variant: tuple[str, int], folder: Path) -> Path:
+    kind, seed = variant
+    return VARIANTS[kind](source, seed, folder) if kind else rd.jittered(source, 0, folder)
+
+
 def ours(artifact: Path, entry: dict[str, Any]) -> dict[str, float]:
-    """Our run of the entry's workload (its jittered copy where the entry ran one), in the artifact's measures."""
+    """Our run of the entry's workload (the copy it ran, `variant_of`), in the artifact's measures."""
     with tempfile.TemporaryDirectory() as scratch:
-        workload = rd.jittered(artifact / "workloads" / entry["workload"], entry.get("jitter_seed", 0), Path(scratch))
+        workload = variant_copy(artifact / "workloads" / entry["workload"], variant_of(entry), Path(scratch))
         result, cpu = simulated(artifact, workload, entry)
     jcts = sorted(job.jct_s for job in result.jobs)
     first = min(job.arrival_s for job in result.jobs)
@@ -105,25 +123,30 @@ def artifact_copy(artifact: Path, cluster: str, out: Path) -> Path:
     return copy
 
 
-def run_artifact(args: argparse.Namespace, workload: str, policy: str, cluster: str, seed: int = 0) -> dict[str, Any]:
-    """One run of the artifact's driver on one workload (jittered by `seed`, see `reference_diff.jittered`), in the
-    artifact's measures (from its summary.json, with `print_run_stats.py`'s definitions)."""
-    name = f"{policy}_{workload.replace('/', '-').removesuffix('.csv')}_{cluster}" + (f"_jitter{seed}" if seed else "")
+def run_artifact(
+    args: argparse.Namespace, workload: str, policy: str, cluster: str, variant: tuple[str, int] = ("", 0)
+) -> dict[str, Any]:
+    """One run of the artifact's driver on one workload (or a copy of it, `variant_of`), in the artifact's measures
+    (from its summary.json, with `print_run_stats.py`'s definitions)."""
+    kind, seed = variant
+    name = f"{policy}_{workload.replace('/', '-').removesuffix('.csv')}_{cluster}" + (f"_{kind}{seed}" if kind else "")
     folder = args.out / name
     source = artifact_copy(args.artifact, cluster, args.out)
     shutil.rmtree(folder, ignore_errors=True)
     (folder / "W").mkdir(parents=True)
     (folder / "O").mkdir()
-    copy = rd.jittered(args.artifact / "workloads" / workload, seed, folder / "O")
+    copy = variant_copy(args.artifact / "workloads" / workload, variant, folder / "O")
     shutil.move(copy, folder / "W" / Path(workload).name)
     command = [args.artifact_python, "multi_simulator.py", f"{folder}/W/", *ARTIFACT_FLAGS[policy].split()]
     command.append(f"--output={folder}/O")
-    started, cpu = time.perf_counter(), _children_cpu()
-    done = subprocess.run(command, cwd=source, capture_output=True, text=True, check=False)
-    wall, cpu = time.perf_counter() - started, _children_cpu() - cpu
+    started = time.perf_counter()
+    with (folder / "stdout.txt").open("w") as out, (folder / "stderr.txt").open("w") as err:
+        process = subprocess.Popen(command, cwd=source, stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)  # this run's own CPU time, whatever else runs beside it
+    wall, cpu = time.perf_counter() - started, usage.ru_utime + usage.ru_stime
     summary = folder / "O" / "summary.json"
-    if done.returncode != 0 or not summary.exists():
-        raise RuntimeError(f"the artifact failed on {workload}: {done.stderr[-2000:]}")
+    if status != 0 or not summary.exists():
+        raise RuntimeError(f"the artifact failed on {workload}: {(folder / 'stderr.txt').read_text()[-2000:]}")
     jcts = next(iter(json.loads(summary.read_text())["jcts"].values()))
     arrivals = _arrivals(folder / "W" / Path(workload).name)
     values = sorted(jcts.values())
@@ -131,7 +154,7 @@ def run_artifact(args: argparse.Namespace, workload: str, policy: str, cluster: 
     return {
         "policy": policy,
         "workload": workload,
-        **({"jitter_seed": seed} if seed else {}),
+        **({f"{kind}_seed": seed} if kind else {}),
         "cluster": cluster,
         "interval_s": 60 if policy == "sia" else 360,
         "avg_jct_h": sum(values) / len(values) / 3600,
@@ -146,13 +169,6 @@ def run_artifact(args: argparse.Namespace, workload: str, policy: str, cluster: 
     }
 
 
-def _children_cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def _arrivals(workload: Path) -> dict[str, float]:
     import csv
 
@@ -164,16 +180,17 @@ def run_missing(args: argparse.Namespace) -> None:
     """Run the artifact on the asked workloads, policies and clusters the record lacks, and record each run."""
     record = json.loads(REFERENCE.read_text())
     record.setdefault("jittered", [])
-    have = {(e["policy"], e["workload"], e["cluster"], e.get("jitter_seed", 0)) for e in record["runs"]}
-    have |= {(e["policy"], e["workload"], e["cluster"], e["jitter_seed"]) for e in record["jittered"]}
+    have = {(e["policy"], e["workload"], e["cluster"], variant_of(e)) for e in record["runs"] + record["jittered"]}
+    variants = [("", 0), *(("jitter", s) for s in range(1, args.jitter + 1))]
+    variants += [("order", s) for s in range(1, args.reorder + 1)]
     wanted = [
-        (f"{family}/workload-{i}.csv", policy, cluster, seed)
+        (f"{family}/workload-{i}.csv", policy, cluster, variant)
         for family, numbers in _workloads(args.workloads).items()
         for i in numbers
         for policy in args.policies.split(",")
         for cluster in args.clusters.split(",")
-        for seed in range(args.jitter + 1)
-        if (policy, f"{family}/workload-{i}.csv", cluster, seed) not in have
+        for variant in variants
+        if (policy, f"{family}/workload-{i}.csv", cluster, variant) not in have
     ]
     for cluster in {w[2] for w in wanted}:
         artifact_copy(args.artifact, cluster, args.out)  # before the runs share it
@@ -182,17 +199,19 @@ def run_missing(args: argparse.Namespace) -> None:
         for entry in pool.map(lambda w: _tried(args, *w), wanted):
             if entry is None:
                 continue
-            name = f"{entry['policy']} {entry['workload']} {entry['cluster']} jitter {entry.get('jitter_seed', 0)}"
+            name = f"{entry['policy']} {entry['workload']} {entry['cluster']} {' '.join(map(str, variant_of(entry)))}"
             print(f"{name}: {entry['avg_jct_h']:.3f} h JCT, {entry['makespan_h']:.2f} h makespan, "
                   f"{entry['cpu_s']:.0f} CPU-s")  # fmt: skip
-            record["jittered" if "jitter_seed" in entry else "runs"].append(entry)
+            record["jittered" if variant_of(entry)[0] else "runs"].append(entry)
             REFERENCE.write_text(json.dumps(record, indent=1) + "\n")
 
 
-def _tried(args: argparse.Namespace, workload: str, policy: str, cluster: str, seed: int) -> dict[str, Any] | None:
+def _tried(
+    args: argparse.Namespace, workload: str, policy: str, cluster: str, variant: tuple[str, int]
+) -> dict[str, Any] | None:
     """A run, or None (said why) where the artifact failed: one failure does not lose the others."""
     try:
-        return run_artifact(args, workload, policy, cluster, seed)
+        return run_artifact(args, workload, policy, cluster, variant)
     except RuntimeError as exc:
         print(exc)
         return None
@@ -232,26 +251,29 @@ def print_spread(rows: list[dict[str, Any]]) -> None:
     print("furthest average JCT: " + ", ".join(f"{r['key']} {r['ratios']['avg_jct_h']:.3f}" for r in worst))
 
 
-def print_jittered(artifact: Path, entries: list[dict[str, Any]]) -> None:
-    """Where the record has jittered runs of a workload: each side's average JCT per seed, its spread (max / min) and
-    ours / the artifact's of the means, so that a single run's ratio is read against the noise of both sides."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+def print_variants(artifact: Path, entries: list[dict[str, Any]]) -> None:
+    """Where the record has runs of copies of a workload (`VARIANTS`): each side's average JCT per copy (seed 0: the
+    workload as it is), its spread (max / min) and ours / the artifact's of the means, so that a single run's ratio is
+    read against the noise of both sides."""
+    plain = [entry for entry in entries if not variant_of(entry)[0]]
+    groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for entry in entries:
-        if entry["policy"] in OURS:
-            groups.setdefault((entry["policy"], entry["workload"], entry["cluster"]), []).append(entry)
-    groups = {key: runs for key, runs in groups.items() if any("jitter_seed" in run for run in runs)}
+        kind = variant_of(entry)[0]
+        if entry["policy"] in OURS and kind:
+            groups.setdefault((entry["policy"], entry["workload"], entry["cluster"], kind), []).append(entry)
     if not groups:
         return
-    table = Table(title="average JCT (h) under sub-second arrival jitter: the artifact's and ours, seed by seed")
-    for header in ("policy, workload, cluster", "seeds", "ref", "ours", "ours / ref", "ref spread", "ours spread",
+    table = Table(title="average JCT (h) on copies of a workload that should not matter: the artifact's and ours")
+    for header in ("policy, workload, cluster", "copies", "ref", "ours", "ours / ref", "ref spread", "ours spread",
                    "ours / ref of the means"):  # fmt: skip
         table.add_column(header)
-    for (policy, workload, cluster), runs in sorted(groups.items()):
-        runs = sorted(runs, key=lambda run: run.get("jitter_seed", 0))
+    for (policy, workload, cluster, kind), copies in sorted(groups.items()):
+        same = [e for e in plain if (e["policy"], e["workload"], e["cluster"]) == (policy, workload, cluster)]
+        runs = same + sorted(copies, key=lambda run: variant_of(run)[1])
         ref = [run["avg_jct_h"] for run in runs]
         mine = [ours(artifact, run)["avg_jct_h"] for run in runs]
         table.add_row(
-            f"{policy} {workload} {cluster}", " ".join(str(run.get("jitter_seed", 0)) for run in runs),
+            f"{policy} {workload} {cluster}", f"{kind} " + " ".join(str(variant_of(run)[1]) for run in runs),
             " ".join(f"{v:.3f}" for v in ref), " ".join(f"{v:.3f}" for v in mine),
             " ".join(f"{m / r:.3f}" for m, r in zip(mine, ref, strict=True)),
             f"{max(ref) / min(ref):.3f}", f"{max(mine) / min(mine):.3f}", f"{sum(mine) / sum(ref):.3f}",
@@ -295,6 +317,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE.parent / "results" / "sia-artifact")
     parser.add_argument("--policies", default="sia,gavel", help="the artifact's policies --run-artifact runs")
     parser.add_argument("--jitter", type=int, default=0, help="--run-artifact also runs copies jittered by seeds 1-N")
+    parser.add_argument("--reorder", type=int, default=0, help="--run-artifact also runs copies reordered by seeds 1-N")
     parser.add_argument("-j", "--jobs", type=int, default=2, help="artifact runs at a time")
     args = parser.parse_args()
     if args.run_artifact:
@@ -339,7 +362,7 @@ def main() -> None:
     if compared:
         print_spread(compared)
     if args.artifact is not None:
-        print_jittered(args.artifact, entries + json.loads(REFERENCE.read_text()).get("jittered", []))
+        print_variants(args.artifact, entries + json.loads(REFERENCE.read_text()).get("jittered", []))
     for entry in json.loads(REFERENCE.read_text()).get("partial", []):
         print_partial(args.artifact, entry)
     if args.artifact is None:
