@@ -88,8 +88,9 @@ def variant_of(entry: dict[str, Any]) -> tuple[str, int]:
 
 
 def variant_copy(source: Path, variant: tuple[str, int], folder: Path) -> Path:
+    """The workload file a variant runs: a copy in `folder`, or the workload itself."""
     kind, seed = variant
-    return VARIANTS[kind](source, seed, folder) if kind else rd.jittered(source, 0, folder)
+    return VARIANTS[kind](source, seed, folder) if kind else source
 
 
 def ours(artifact: Path, entry: dict[str, Any]) -> dict[str, float]:
@@ -136,7 +137,7 @@ def run_artifact(
     (folder / "W").mkdir(parents=True)
     (folder / "O").mkdir()
     copy = variant_copy(args.artifact / "workloads" / workload, variant, folder / "O")
-    shutil.move(copy, folder / "W" / Path(workload).name)
+    shutil.copy(copy, folder / "W" / Path(workload).name)
     command = [args.artifact_python, "multi_simulator.py", f"{folder}/W/", *ARTIFACT_FLAGS[policy].split()]
     command.append(f"--output={folder}/O")
     started = time.perf_counter()
@@ -251,10 +252,10 @@ def print_spread(rows: list[dict[str, Any]]) -> None:
     print("furthest average JCT: " + ", ".join(f"{r['key']} {r['ratios']['avg_jct_h']:.3f}" for r in worst))
 
 
-def print_variants(artifact: Path, entries: list[dict[str, Any]]) -> None:
+def print_variants(artifact: Path, entries: list[dict[str, Any]], known: dict[str, dict[str, float]]) -> None:
     """Where the record has runs of copies of a workload (`VARIANTS`): each side's average JCT per copy (seed 0: the
     workload as it is), its spread (max / min) and ours / the artifact's of the means, so that a single run's ratio is
-    read against the noise of both sides."""
+    read against the noise of both sides. `known`: ours already run on the plain workloads, by `_key`."""
     plain = [entry for entry in entries if not variant_of(entry)[0]]
     groups: dict[tuple[str, str, str, str], list[dict[str, Any]]] = {}
     for entry in entries:
@@ -271,7 +272,7 @@ def print_variants(artifact: Path, entries: list[dict[str, Any]]) -> None:
         same = [e for e in plain if (e["policy"], e["workload"], e["cluster"]) == (policy, workload, cluster)]
         runs = same + sorted(copies, key=lambda run: variant_of(run)[1])
         ref = [run["avg_jct_h"] for run in runs]
-        mine = [ours(artifact, run)["avg_jct_h"] for run in runs]
+        mine = [(known.get(_key(run)) or ours(artifact, run))["avg_jct_h"] for run in runs]
         table.add_row(
             f"{policy} {workload} {cluster}", f"{kind} " + " ".join(str(variant_of(run)[1]) for run in runs),
             " ".join(f"{v:.3f}" for v in ref), " ".join(f"{v:.3f}" for v in mine),
@@ -279,6 +280,12 @@ def print_variants(artifact: Path, entries: list[dict[str, Any]]) -> None:
             f"{max(ref) / min(ref):.3f}", f"{max(mine) / min(mine):.3f}", f"{sum(mine) / sum(ref):.3f}",
         )  # fmt: skip
     Console(width=200).print(table)
+
+
+def _key(entry: dict[str, Any]) -> str:
+    """An entry's policy, workload, cluster and copy, as the tables name it."""
+    kind, seed = variant_of(entry)
+    return f"{entry['policy']} {entry['workload']} {entry['cluster']}" + (f" {kind} {seed}" if kind else "")
 
 
 def print_partial(artifact: Path | None, entry: dict[str, Any]) -> None:
@@ -338,6 +345,7 @@ def main() -> None:
     ):
         table.add_column(column)
     compared = []
+    known: dict[str, dict[str, float]] = {}
     for entry in entries:
         mine = ours(args.artifact, entry) if args.artifact is not None and entry["policy"] in OURS else None
 
@@ -356,13 +364,14 @@ def main() -> None:
         )
         if mine is not None:
             ratios = {k: mine[k] / entry[k] for k in ("avg_jct_h", "makespan_h")}
-            key = f"{entry['policy']} {entry['workload']} {entry['cluster']}"
+            key = _key(entry)
+            known[key] = mine
             compared.append({"key": key, "policy": entry["policy"], "cluster": entry["cluster"], "ratios": ratios})
     Console(width=200).print(table)
     if compared:
         print_spread(compared)
     if args.artifact is not None:
-        print_variants(args.artifact, entries + json.loads(REFERENCE.read_text()).get("jittered", []))
+        print_variants(args.artifact, entries + json.loads(REFERENCE.read_text()).get("jittered", []), known)
     for entry in json.loads(REFERENCE.read_text()).get("partial", []):
         print_partial(args.artifact, entry)
     if args.artifact is None:

@@ -270,14 +270,8 @@ def fits(jobs: Sequence[JobWindow], due: np.ndarray, gpus: Sequence[int]) -> boo
     cols: list[int] = []
     values: list[float] = []
     bounds: list[float] = []
-    upper: list[float] = []
-    row = 0
-    capacity_row: dict[tuple[int, int], int] = {}
-    for t, count in enumerate(gpus):
-        for i, length in enumerate(lengths):
-            capacity_row[t, i] = row
-            upper.append(count * length / scale)
-            row += 1
+    upper = (np.outer(gpus, lengths) / scale).ravel().tolist()  # row t x intervals + i: type t's GPUs in interval i
+    row = len(upper)
     column = 0
     for j, (job, deadline) in enumerate(zip(jobs, due, strict=True)):
         first, last = np.searchsorted(points, [job.arrival_s, deadline])
@@ -289,7 +283,7 @@ def fits(jobs: Sequence[JobWindow], due: np.ndarray, gpus: Sequence[int]) -> boo
             for t, gang in enumerate(job.gangs):
                 if gang < 1:
                     continue
-                rows += [capacity_row[t, i], gang_row]
+                rows += [t * len(lengths) + i, gang_row]
                 cols += [column, column]
                 values += [1.0, 1.0]
                 bounds.append(min(gang, gpus[t]) * lengths[i] / scale)
